@@ -1,0 +1,95 @@
+"""Every error memtier raises derives from :class:`MemtierError`.
+
+Errors name what is wrong (the column, the file and offset, the config key) so a user can
+act on the message alone. Where a commit is involved the class says whether it landed:
+:class:`CommitFailedError` (nothing visible, safe to clean up and retry) versus
+:class:`CommitStateUnknownError` (never delete anything, re-read the timeline first).
+"""
+
+from __future__ import annotations
+
+
+class MemtierError(Exception):
+    """Root of every memtier error."""
+
+
+class InvalidArgumentError(MemtierError, ValueError):
+    """A caller passed a value memtier cannot use (bad option, bad name, bad mode)."""
+
+
+# --- storage ---------------------------------------------------------------------------
+
+
+class StorageError(MemtierError, OSError):
+    """A filesystem operation failed."""
+
+
+class AlreadyExistsError(StorageError, FileExistsError):
+    """An exclusive create found the file already there."""
+
+
+class NotFoundError(StorageError, FileNotFoundError):
+    """A file or directory that must exist does not."""
+
+
+class UnsupportedOperationError(MemtierError):
+    """The filesystem cannot do this (e.g. append on an object store)."""
+
+
+class CorruptFileError(MemtierError):
+    """A persisted file fails its format checks; names the file and byte offset."""
+
+    def __init__(self, path: str, offset: int, reason: str) -> None:
+        super().__init__(f"{path}: corrupt at byte {offset}: {reason}")
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+
+
+class UnknownFormatVersionError(MemtierError):
+    """A persisted file carries a format version this build cannot read."""
+
+
+# --- tables and data -------------------------------------------------------------------
+
+
+class NotATableError(MemtierError):
+    """The path holds no Hudi table (no readable ``.hoodie/hoodie.properties``)."""
+
+
+class TableExistsError(MemtierError):
+    """Creating a table where one already exists."""
+
+
+class UnsupportedTableError(MemtierError):
+    """A Hudi table version, layout, file format or feature memtier cannot handle."""
+
+
+class SchemaMismatchError(MemtierError):
+    """Data does not match the table schema; names the offending columns."""
+
+
+class InvalidRecordKeyError(MemtierError):
+    """A record-key column is missing, null or empty in the data."""
+
+
+class UnknownColumnError(MemtierError, KeyError):
+    """A projection or filter names a column the table does not have."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+# --- commits ---------------------------------------------------------------------------
+
+
+class CommitFailedError(MemtierError):
+    """The commit did not land; nothing became visible. Safe to clean up and retry."""
+
+
+class CommitStateUnknownError(MemtierError):
+    """The commit may or may not have landed. Never delete its files; re-read the timeline."""
+
+
+class ConcurrentWriteError(CommitFailedError):
+    """Another writer changed the timeline in a way that conflicts with this commit."""

@@ -1,0 +1,837 @@
+"""The only storage entry point: a small FileIO over the local disk, pyarrow.fs and fsspec.
+
+``open_fileio(uri)`` picks a backend by scheme:
+
+* plain paths and ``file://`` -> :class:`LocalFileIO` (os calls, fsync, rename, hard links);
+* ``s3://`` -> :class:`ObjectStoreFileIO` over ``pyarrow.fs.S3FileSystem`` (no append; a
+  whole-object PUT is the atomic, durable unit);
+* ``hdfs://`` -> :class:`HdfsFileIO` over the ``hdfs-native`` client (append, hsync);
+* anything else fsspec knows, ``memory://`` for tests included -> :class:`FsspecFileIO`.
+
+Every backend offers the same operations: whole-file atomic publish (``write_atomic``,
+``open_output``), create-if-absent (``create_exclusive``) for timeline files, durable
+appends (``open_append``) where the store has them, listing, ranged reads, and a
+``pyarrow.fs`` view for Parquet. Paths are the caller's URIs; each backend maps them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import threading
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import IO, Any, BinaryIO
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from memtier.errors import (
+    AlreadyExistsError,
+    InvalidArgumentError,
+    NotFoundError,
+    StorageError,
+    UnsupportedOperationError,
+)
+
+__all__ = [
+    "AppendFile",
+    "FileIO",
+    "FileInfo",
+    "FsspecFileIO",
+    "HdfsFileIO",
+    "LocalFileIO",
+    "ObjectStoreFileIO",
+    "join",
+    "open_fileio",
+]
+
+_TEMP_PREFIX = ".memtier-tmp-"
+
+
+def join(base: str, *parts: str) -> str:
+    """Join path segments with ``/`` (URIs keep their scheme and authority)."""
+    path = base.rstrip("/") if base not in ("/", "") else base
+    for part in parts:
+        part = part.strip("/")
+        if not part:
+            continue
+        path = f"{path}/{part}" if path not in ("", "/") else f"{path}{part}"
+    return path
+
+
+def parent(path: str) -> str:
+    """The directory part of a path or URI."""
+    split = urlsplit(path)
+    if split.scheme and split.scheme != "file":
+        head = path[: len(path) - len(split.path)]
+        return head + (posixpath.dirname(split.path.rstrip("/")) or "/")
+    return posixpath.dirname(path.rstrip("/")) or "/"
+
+
+def relpath(base: str, path: str) -> str:
+    """``path`` relative to ``base`` (both as one FileIO names them)."""
+    base = base.rstrip("/")
+    if path == base:
+        return ""
+    if not path.startswith(base + "/"):
+        raise InvalidArgumentError(f"{path} is not below {base}")
+    return path[len(base) + 1 :]
+
+
+def basename(path: str) -> str:
+    """The last segment of a path or URI."""
+    return posixpath.basename(path.rstrip("/"))
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One directory entry. ``path`` is usable with the FileIO that listed it."""
+
+    path: str
+    size: int
+    is_dir: bool
+    mtime: float | None = None
+
+    @property
+    def name(self) -> str:
+        return basename(self.path)
+
+
+class AppendFile(ABC):
+    """A file opened for appends; ``sync`` makes everything written so far durable."""
+
+    path: str
+
+    @abstractmethod
+    def write(self, data: bytes | memoryview) -> int:
+        """Append ``data``; returns the file size after the write."""
+
+    @abstractmethod
+    def sync(self) -> None:
+        """Make every byte written so far durable (fdatasync / hsync)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the file (does not imply ``sync``)."""
+
+    @property
+    @abstractmethod
+    def size(self) -> int:
+        """Bytes in the file, counting unsynced appends."""
+
+    def __enter__(self) -> AppendFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class FileIO(ABC):
+    """Storage operations memtier needs, over one filesystem."""
+
+    #: True when ``open_append`` works (local disk, HDFS, memory); False on object stores.
+    supports_append: bool = True
+    #: True when ``rename`` is atomic (publishing by temp + rename is safe).
+    atomic_rename: bool = True
+
+    def __init__(self, root: str, storage_options: Mapping[str, str] | None = None) -> None:
+        self.root = root
+        self.storage_options: dict[str, str] = dict(storage_options or {})
+
+    # -- reading -------------------------------------------------------------------------
+    @abstractmethod
+    def exists(self, path: str) -> bool: ...
+
+    @abstractmethod
+    def info(self, path: str) -> FileInfo:
+        """Metadata of one file or directory; :class:`NotFoundError` if missing."""
+
+    @abstractmethod
+    def list_dir(self, path: str) -> list[FileInfo]:
+        """Direct children of a directory, sorted by name; empty if it does not exist."""
+
+    @abstractmethod
+    def list_files(self, path: str) -> list[FileInfo]:
+        """Every file below a directory (recursive), sorted by path; empty if missing."""
+
+    @abstractmethod
+    def read_bytes(self, path: str) -> bytes: ...
+
+    @abstractmethod
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes from ``offset`` (fewer at end of file)."""
+
+    @abstractmethod
+    def open_input(self, path: str) -> pa.NativeFile:
+        """A random-access pyarrow file (for Parquet and large reads)."""
+
+    def mmap(self, path: str) -> memoryview | None:
+        """A read-only zero-copy view of the file where the store allows it, else None."""
+        return None
+
+    # -- writing -------------------------------------------------------------------------
+    @abstractmethod
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Publish ``data`` at ``path`` all at once and durably, replacing any old file."""
+
+    @abstractmethod
+    def create_exclusive(self, path: str, data: bytes) -> None:
+        """Publish ``data`` at ``path`` durably; :class:`AlreadyExistsError` if it exists."""
+
+    @abstractmethod
+    def open_output(self, path: str) -> contextlib.AbstractContextManager[BinaryIO]:
+        """A stream whose bytes appear at ``path`` atomically and durably on clean exit.
+
+        On an exception nothing is published and temporary files are removed.
+        """
+
+    def open_append(self, path: str) -> AppendFile:
+        """Open (creating if needed) ``path`` for durable appends."""
+        raise UnsupportedOperationError(f"{type(self).__name__} cannot append to {path}")
+
+    @abstractmethod
+    def truncate(self, path: str, length: int) -> None:
+        """Cut the file to ``length`` bytes, durably."""
+
+    @abstractmethod
+    def rename(self, src: str, dst: str) -> None:
+        """Move a file (atomic only where :attr:`atomic_rename` is true)."""
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Remove a file; a missing file is not an error."""
+
+    @abstractmethod
+    def delete_dir(self, path: str) -> None:
+        """Remove a directory and everything below it; missing is not an error."""
+
+    @abstractmethod
+    def makedirs(self, path: str) -> None: ...
+
+    # -- interop -------------------------------------------------------------------------
+    @abstractmethod
+    def arrow_fs(self, path: str) -> tuple[pafs.FileSystem, str]:
+        """A ``pyarrow.fs`` filesystem and the path it knows ``path`` by."""
+
+    def join(self, base: str, *parts: str) -> str:
+        return join(base, *parts)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.root!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Cross process boundaries as (root, options); handles reopen on the far side.
+        return (open_fileio, (self.root, self.storage_options))
+
+
+def _temp_name(path: str) -> str:
+    return join(parent(path), f"{_TEMP_PREFIX}{uuid.uuid4().hex}-{basename(path)}")
+
+
+def is_temp_file(name: str) -> bool:
+    """True for the temporary files ``open_output``/``write_atomic`` leave after a crash."""
+    return name.startswith(_TEMP_PREFIX)
+
+
+# ======================================================================================
+# Local disk
+# ======================================================================================
+
+
+def _local_path(path: str) -> str:
+    if path.startswith("file://"):
+        path = urlsplit(path).path
+    return os.path.abspath(path)
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _LocalAppendFile(AppendFile):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        local = _local_path(path)
+        directory = os.path.dirname(local)
+        os.makedirs(directory, exist_ok=True)
+        created = not os.path.exists(local)
+        self._fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        if created:
+            _fsync_dir(directory)  # the new directory entry must survive a crash too
+
+    def write(self, data: bytes | memoryview) -> int:
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+            self._size += written
+        return self._size
+
+    def sync(self) -> None:
+        os.fdatasync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def fileno(self) -> int:
+        return self._fd
+
+
+class LocalFileIO(FileIO):
+    """Local disk through os calls: fsync'd files and directories, atomic rename and link."""
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(_local_path(path))
+
+    def info(self, path: str) -> FileInfo:
+        try:
+            st = os.stat(_local_path(path))
+        except FileNotFoundError as e:
+            raise NotFoundError(f"no such file: {path}") from e
+        return FileInfo(path, st.st_size, os.path.isdir(_local_path(path)), st.st_mtime)
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        local = _local_path(path)
+        try:
+            entries = list(os.scandir(local))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        out = []
+        for entry in entries:
+            try:
+                st = entry.stat()
+            except FileNotFoundError:  # removed while listing
+                continue
+            out.append(FileInfo(join(path, entry.name), st.st_size, entry.is_dir(), st.st_mtime))
+        return sorted(out, key=lambda f: f.path)
+
+    def list_files(self, path: str) -> list[FileInfo]:
+        local = _local_path(path)
+        out = []
+        for directory, _dirs, files in os.walk(local):
+            rel = os.path.relpath(directory, local)
+            for name in files:
+                full = os.path.join(directory, name)
+                try:
+                    st = os.stat(full)
+                except FileNotFoundError:
+                    continue
+                shown = join(path, rel, name) if rel != "." else join(path, name)
+                out.append(FileInfo(shown, st.st_size, False, st.st_mtime))
+        return sorted(out, key=lambda f: f.path)
+
+    def read_bytes(self, path: str) -> bytes:
+        try:
+            with open(_local_path(path), "rb") as f:
+                return f.read()
+        except FileNotFoundError as e:
+            raise NotFoundError(f"no such file: {path}") from e
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        try:
+            with open(_local_path(path), "rb") as f:
+                f.seek(offset)
+                return f.read(length)
+        except FileNotFoundError as e:
+            raise NotFoundError(f"no such file: {path}") from e
+
+    def open_input(self, path: str) -> pa.NativeFile:
+        try:
+            return pa.memory_map(_local_path(path), "r")
+        except FileNotFoundError as e:
+            raise NotFoundError(f"no such file: {path}") from e
+
+    def mmap(self, path: str) -> memoryview | None:
+        with self.open_input(path) as mapped:
+            buffer = mapped.read_buffer()
+        return memoryview(buffer)
+
+    def _publish(self, tmp: str, path: str, exclusive: bool) -> None:
+        """Durably move a fully written temp file into place."""
+        local = _local_path(path)
+        try:
+            _fsync_path(tmp)
+            if exclusive:
+                try:
+                    os.link(tmp, local)
+                except FileExistsError as e:
+                    raise AlreadyExistsError(f"already exists: {path}") from e
+            else:
+                os.replace(tmp, local)
+            _fsync_dir(os.path.dirname(local))
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    def _write_temp(self, path: str, data: bytes) -> str:
+        local = _local_path(path)
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        tmp = _local_path(_temp_name(local))
+        with open(tmp, "wb") as f:
+            f.write(data)
+        return tmp
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        self._publish(self._write_temp(path, data), path, exclusive=False)
+
+    def create_exclusive(self, path: str, data: bytes) -> None:
+        if os.path.exists(_local_path(path)):
+            raise AlreadyExistsError(f"already exists: {path}")
+        self._publish(self._write_temp(path, data), path, exclusive=True)
+
+    @contextlib.contextmanager
+    def open_output(self, path: str) -> Iterator[BinaryIO]:
+        local = _local_path(path)
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        tmp = _local_path(_temp_name(local))
+        try:
+            with open(tmp, "wb", buffering=1 << 20) as f:
+                yield f
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        self._publish(tmp, path, exclusive=False)
+
+    def open_append(self, path: str) -> AppendFile:
+        return _LocalAppendFile(path)
+
+    def truncate(self, path: str, length: int) -> None:
+        local = _local_path(path)
+        os.truncate(local, length)
+        _fsync_path(local)
+
+    def rename(self, src: str, dst: str) -> None:
+        dst_local = _local_path(dst)
+        os.makedirs(os.path.dirname(dst_local), exist_ok=True)
+        os.replace(_local_path(src), dst_local)
+        _fsync_dir(os.path.dirname(dst_local))
+
+    def delete(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_local_path(path))
+
+    def delete_dir(self, path: str) -> None:
+        import shutil
+
+        shutil.rmtree(_local_path(path), ignore_errors=True)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(_local_path(path), exist_ok=True)
+
+    def arrow_fs(self, path: str) -> tuple[pafs.FileSystem, str]:
+        return pafs.LocalFileSystem(), _local_path(path)
+
+
+# ======================================================================================
+# Object stores through pyarrow.fs (S3 and S3-compatible servers)
+# ======================================================================================
+
+# storage_options keys shared with hudi-rs / object_store, so one dict serves both readers.
+_S3_OPTION_KEYS = {
+    "aws_access_key_id": "access_key",
+    "aws_secret_access_key": "secret_key",
+    "aws_session_token": "session_token",
+    "aws_region": "region",
+}
+
+
+def _s3_filesystem(options: Mapping[str, str]) -> pafs.S3FileSystem:
+    kwargs: dict[str, Any] = {}
+    unknown = []
+    for key, value in options.items():
+        k = key.lower()
+        if k in _S3_OPTION_KEYS:
+            kwargs[_S3_OPTION_KEYS[k]] = value
+        elif k in ("aws_endpoint", "aws_endpoint_url"):
+            endpoint = urlsplit(value)
+            if endpoint.scheme:
+                kwargs["endpoint_override"] = endpoint.netloc
+                kwargs["scheme"] = endpoint.scheme
+            else:
+                kwargs["endpoint_override"] = value
+        elif k == "aws_allow_http":
+            if value.lower() == "true":
+                kwargs.setdefault("scheme", "http")
+        else:
+            unknown.append(key)
+    if unknown:
+        raise InvalidArgumentError(
+            f"unknown s3 storage option(s) {sorted(unknown)}; known: "
+            f"{sorted([*_S3_OPTION_KEYS, 'aws_endpoint_url', 'aws_allow_http'])}"
+        )
+    return pafs.S3FileSystem(**kwargs)
+
+
+class ObjectStoreFileIO(FileIO):
+    """An object store through a ``pyarrow.fs`` filesystem.
+
+    A whole object appears at once on PUT, so ``write_atomic`` and ``open_output`` write
+    the object directly. There is no append (``supports_append`` is False: the WAL writes
+    one object per group commit instead) and ``rename`` is copy + delete. ``create_exclusive``
+    is check-then-put: memtier's master is the only timeline writer, so it never races.
+    """
+
+    supports_append = False
+    atomic_rename = False
+
+    def __init__(self, root: str, storage_options: Mapping[str, str] | None = None) -> None:
+        super().__init__(root, storage_options)
+        self._fs = _s3_filesystem(self.storage_options)
+        self._prefix = f"{urlsplit(root).scheme}://"
+
+    def _p(self, path: str) -> str:
+        return path[len(self._prefix) :] if path.startswith(self._prefix) else path
+
+    def _uri(self, native: str) -> str:
+        return self._prefix + native
+
+    def exists(self, path: str) -> bool:
+        return self._fs.get_file_info(self._p(path)).type != pafs.FileType.NotFound
+
+    def info(self, path: str) -> FileInfo:
+        info = self._fs.get_file_info(self._p(path))
+        if info.type == pafs.FileType.NotFound:
+            raise NotFoundError(f"no such file: {path}")
+        return self._to_info(info)
+
+    def _to_info(self, info: pafs.FileInfo) -> FileInfo:
+        mtime = info.mtime.timestamp() if info.mtime is not None else None
+        return FileInfo(
+            self._uri(info.path), info.size or 0, info.type == pafs.FileType.Directory, mtime
+        )
+
+    def _select(self, path: str, recursive: bool) -> list[pafs.FileInfo]:
+        selector = pafs.FileSelector(self._p(path), allow_not_found=True, recursive=recursive)
+        return self._fs.get_file_info(selector)
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        return sorted((self._to_info(i) for i in self._select(path, False)), key=lambda f: f.path)
+
+    def list_files(self, path: str) -> list[FileInfo]:
+        infos = self._select(path, True)
+        files = [self._to_info(i) for i in infos if i.type == pafs.FileType.File]
+        return sorted(files, key=lambda f: f.path)
+
+    def read_bytes(self, path: str) -> bytes:
+        try:
+            with self._fs.open_input_stream(self._p(path)) as f:
+                return f.read()
+        except FileNotFoundError as e:
+            raise NotFoundError(f"no such file: {path}") from e
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        with self.open_input(path) as f:
+            return f.read_at(length, offset)
+
+    def open_input(self, path: str) -> pa.NativeFile:
+        try:
+            return self._fs.open_input_file(self._p(path))
+        except FileNotFoundError as e:
+            raise NotFoundError(f"no such file: {path}") from e
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        try:
+            with self._fs.open_output_stream(self._p(path)) as f:
+                f.write(data)
+        except OSError as e:
+            raise StorageError(f"cannot write {path}: {e}") from e
+
+    def create_exclusive(self, path: str, data: bytes) -> None:
+        if self.exists(path):
+            raise AlreadyExistsError(f"already exists: {path}")
+        self.write_atomic(path, data)
+
+    @contextlib.contextmanager
+    def open_output(self, path: str) -> Iterator[BinaryIO]:
+        # A multipart upload only becomes an object when it completes on close; an
+        # exception aborts it, so nothing is published.
+        stream = self._fs.open_output_stream(self._p(path))
+        try:
+            yield stream  # type: ignore[misc]
+        except BaseException:
+            with contextlib.suppress(Exception):
+                stream.abort()
+            raise
+        stream.close()
+
+    def truncate(self, path: str, length: int) -> None:
+        raise UnsupportedOperationError(f"object stores cannot truncate {path}")
+
+    def rename(self, src: str, dst: str) -> None:
+        self._fs.move(self._p(src), self._p(dst))
+
+    def delete(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.delete_file(self._p(path))
+
+    def delete_dir(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.delete_dir(self._p(path))
+
+    def makedirs(self, path: str) -> None:
+        self._fs.create_dir(self._p(path), recursive=True)
+
+    def arrow_fs(self, path: str) -> tuple[pafs.FileSystem, str]:
+        return self._fs, self._p(path)
+
+
+# ======================================================================================
+# fsspec filesystems (memory:// for tests, and any other protocol fsspec knows)
+# ======================================================================================
+
+
+class _FsspecAppendFile(AppendFile):
+    def __init__(self, path: str, handle: IO[bytes], size: int) -> None:
+        self.path = path
+        self._handle = handle
+        self._size = size
+
+    def write(self, data: bytes | memoryview) -> int:
+        self._handle.write(bytes(data))
+        self._size += len(data)
+        return self._size
+
+    def sync(self) -> None:
+        self._handle.flush()
+
+    def close(self) -> None:
+        self._handle.close()
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+
+class FsspecFileIO(FileIO):
+    """Any fsspec filesystem; ``memory://`` is the in-process store unit tests use."""
+
+    def __init__(self, root: str, storage_options: Mapping[str, str] | None = None) -> None:
+        import fsspec
+
+        super().__init__(root, storage_options)
+        self._protocol = urlsplit(root).scheme
+        self._fs = fsspec.filesystem(self._protocol, **self.storage_options)
+        self._lock = threading.Lock()  # makes check-then-create exclusive in-process
+
+    def _p(self, path: str) -> str:
+        return self._fs._strip_protocol(path)
+
+    def _uri(self, native: str) -> str:
+        return f"{self._protocol}://{native.lstrip('/')}"
+
+    def exists(self, path: str) -> bool:
+        return bool(self._fs.exists(self._p(path)))
+
+    def info(self, path: str) -> FileInfo:
+        try:
+            return self._to_info(self._fs.info(self._p(path)))
+        except FileNotFoundError as e:
+            raise NotFoundError(f"no such file: {path}") from e
+
+    def _to_info(self, entry: Mapping[str, Any]) -> FileInfo:
+        mtime = entry.get("mtime") or entry.get("created")
+        if mtime is not None and not isinstance(mtime, (int, float)):
+            mtime = mtime.timestamp()
+        return FileInfo(
+            self._uri(entry["name"]), int(entry.get("size") or 0), entry["type"] == "directory",
+            mtime,
+        )
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        try:
+            entries = self._fs.ls(self._p(path), detail=True)
+        except FileNotFoundError:
+            return []
+        native = self._p(path).rstrip("/")
+        infos = [self._to_info(e) for e in entries if e["name"].rstrip("/") != native]
+        return sorted(infos, key=lambda f: f.path)
+
+    def list_files(self, path: str) -> list[FileInfo]:
+        try:
+            found = self._fs.find(self._p(path), detail=True)
+        except FileNotFoundError:
+            return []
+        return sorted((self._to_info(e) for e in found.values()), key=lambda f: f.path)
+
+    def read_bytes(self, path: str) -> bytes:
+        try:
+            return bytes(self._fs.cat_file(self._p(path)))
+        except FileNotFoundError as e:
+            raise NotFoundError(f"no such file: {path}") from e
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        try:
+            return bytes(self._fs.cat_file(self._p(path), start=offset, end=offset + length))
+        except FileNotFoundError as e:
+            raise NotFoundError(f"no such file: {path}") from e
+
+    def open_input(self, path: str) -> pa.NativeFile:
+        try:
+            return pa.PythonFile(self._fs.open(self._p(path), "rb"), mode="r")
+        except FileNotFoundError as e:
+            raise NotFoundError(f"no such file: {path}") from e
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        tmp = _temp_name(self._p(path))
+        self._fs.pipe_file(tmp, data)
+        self._fs.mv(tmp, self._p(path))
+
+    def create_exclusive(self, path: str, data: bytes) -> None:
+        with self._lock:
+            if self.exists(path):
+                raise AlreadyExistsError(f"already exists: {path}")
+            self.write_atomic(path, data)
+
+    @contextlib.contextmanager
+    def open_output(self, path: str) -> Iterator[BinaryIO]:
+        tmp = _temp_name(self._p(path))
+        try:
+            with self._fs.open(tmp, "wb") as f:
+                yield f
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                self._fs.rm_file(tmp)
+            raise
+        self._fs.mv(tmp, self._p(path))
+
+    def open_append(self, path: str) -> AppendFile:
+        native = self._p(path)
+        size = self._fs.size(native) if self._fs.exists(native) else 0
+        return _FsspecAppendFile(path, self._fs.open(native, "ab"), size)
+
+    def truncate(self, path: str, length: int) -> None:
+        data = self.read_bytes(path)[:length]
+        self.write_atomic(path, data)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._fs.mv(self._p(src), self._p(dst))
+
+    def delete(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.rm_file(self._p(path))
+
+    def delete_dir(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.rm(self._p(path), recursive=True)
+
+    def makedirs(self, path: str) -> None:
+        self._fs.makedirs(self._p(path), exist_ok=True)
+
+    def arrow_fs(self, path: str) -> tuple[pafs.FileSystem, str]:
+        return pafs.PyFileSystem(pafs.FSSpecHandler(self._fs)), self._p(path)
+
+
+# ======================================================================================
+# HDFS through hdfs-native (no JVM, no libhdfs)
+# ======================================================================================
+
+
+class _HdfsAppendFile(AppendFile):
+    def __init__(self, path: str, writer: Any, size: int) -> None:
+        self.path = path
+        self._writer = writer
+        self._size = size
+
+    def write(self, data: bytes | memoryview) -> int:
+        self._writer.write(bytes(data))
+        self._size += len(data)
+        return self._size
+
+    def sync(self) -> None:
+        self._writer.hsync()
+
+    def close(self) -> None:
+        self._writer.close()
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+
+class HdfsFileIO(FsspecFileIO):
+    """HDFS via ``hdfs-native``: atomic rename, exclusive create, append with hsync."""
+
+    def __init__(self, root: str, storage_options: Mapping[str, str] | None = None) -> None:
+        try:
+            from hdfs_native import Client
+        except ImportError as e:
+            raise UnsupportedOperationError(
+                "hdfs:// needs the hdfs-native package: pip install 'memtier[hdfs]'"
+            ) from e
+        super().__init__(root, storage_options)
+        netloc = urlsplit(root).netloc
+        self._client = Client(f"hdfs://{netloc}" if netloc else None)
+
+    def _uri(self, native: str) -> str:
+        return f"hdfs://{urlsplit(self.root).netloc}/{native.lstrip('/')}"
+
+    def _hdfs_path(self, path: str) -> str:
+        return urlsplit(path).path if "://" in path else path
+
+    def create_exclusive(self, path: str, data: bytes) -> None:
+        from hdfs_native import WriteOptions
+
+        try:
+            writer = self._client.create(self._hdfs_path(path), WriteOptions(overwrite=False))
+        except Exception as e:  # hdfs-native raises FileExistsError-like RuntimeErrors
+            if self.exists(path):
+                raise AlreadyExistsError(f"already exists: {path}") from e
+            raise StorageError(f"cannot create {path}: {e}") from e
+        with writer:
+            writer.write(data)
+            writer.hsync()
+
+    def open_append(self, path: str) -> AppendFile:
+        native = self._hdfs_path(path)
+        if self.exists(path):
+            return _HdfsAppendFile(path, self._client.append(native), self.info(path).size)
+        return _HdfsAppendFile(path, self._client.create(native), 0)
+
+
+# ======================================================================================
+
+
+def open_fileio(uri: str, storage_options: Mapping[str, str] | None = None) -> FileIO:
+    """The FileIO for ``uri`` (a path or URI); ``storage_options`` configure the store."""
+    if not isinstance(uri, str) or not uri:
+        raise InvalidArgumentError(f"a storage path must be a non-empty string, got {uri!r}")
+    scheme = urlsplit(uri).scheme
+    if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):
+        if storage_options:
+            raise InvalidArgumentError(
+                f"storage_options {sorted(storage_options)} do not apply to local path {uri}"
+            )
+        return LocalFileIO(uri)
+    if scheme in ("s3", "s3a"):
+        return ObjectStoreFileIO(uri, storage_options)
+    if scheme == "hdfs":
+        return HdfsFileIO(uri, storage_options)
+    try:
+        return FsspecFileIO(uri, storage_options)
+    except (ImportError, ValueError) as e:
+        raise InvalidArgumentError(f"no filesystem for scheme {scheme!r} in {uri}: {e}") from e

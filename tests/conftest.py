@@ -1,0 +1,3 @@
+"""Shared test wiring: fixtures live in tests/support and are loaded as plugins."""
+
+pytest_plugins = ["tests.support.fixtures"]
