@@ -50,6 +50,22 @@ class UnknownFormatVersionError(MemtierError):
     """A persisted file carries a format version this build cannot read."""
 
 
+# --- write-ahead log -------------------------------------------------------------------
+
+
+class NotAWalFileError(CorruptFileError):
+    """The file does not start with the WAL magic: it is not a memtier WAL file."""
+
+
+class WalClosedError(MemtierError):
+    """An append or seal reached a WAL writer that is already sealed or closed."""
+
+
+class WalWriteFailedError(StorageError):
+    """A WAL write or sync failed. Appends not yet acknowledged may or may not be durable,
+    and the writer accepts nothing more: recover the file and continue in a new block."""
+
+
 # --- tables and data -------------------------------------------------------------------
 
 
@@ -69,7 +85,11 @@ class SchemaMismatchError(MemtierError):
     """Data does not match the table schema; names the offending columns."""
 
 
-class InvalidRecordKeyError(MemtierError):
+class InvalidRowError(MemtierError):
+    """A row breaks a table rule (null ordering value, unusable partition value); names the row."""
+
+
+class InvalidRecordKeyError(InvalidRowError):
     """A record-key column is missing, null or empty in the data."""
 
 
@@ -93,3 +113,15 @@ class CommitStateUnknownError(MemtierError):
 
 class ConcurrentWriteError(CommitFailedError):
     """Another writer changed the timeline in a way that conflicts with this commit."""
+
+
+# --- rpc -------------------------------------------------------------------------------
+
+
+class AuthenticationError(MemtierError):
+    """A memtier server refused the call: its shared token is missing or wrong."""
+
+
+class RpcError(MemtierError):
+    """A remote call failed in transport (server unreachable, timed out, broken stream) or
+    the server failed with an error that is not a :class:`MemtierError`."""

@@ -1,0 +1,88 @@
+"""The five Hudi meta columns, and base Parquet files written with them.
+
+Meta columns are built vectorized: commit time, partition path and file name are one
+value per file (written as a dictionary, so they cost nothing), the sequence number is
+``<instant>_<task>_<row>``, the record key comes from :func:`memtier.hudi.keys.record_keys`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from memtier.hudi.keys import record_keys
+from memtier.hudi.schema import META_SCHEMA
+from memtier.io import FileIO
+
+__all__ = ["PARQUET_OPTIONS", "constant_column", "sort_by_key", "with_meta_columns", "write_base_file"]
+
+#: Parquet settings for base files and Parquet log blocks. Arrow's own schema is not
+#: stored (readers see plain Parquet types, as in files Hudi writes); sequence numbers and
+#: record keys share long prefixes, so they are delta-encoded rather than dictionary-encoded.
+PARQUET_OPTIONS: dict = {
+    "compression": "snappy",
+    "store_schema": False,
+    "use_dictionary": ["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name"],
+    "column_encoding": {
+        "_hoodie_commit_seqno": "DELTA_BYTE_ARRAY",
+        "_hoodie_record_key": "DELTA_BYTE_ARRAY",
+    },
+}
+
+
+def constant_column(value: str, rows: int) -> pa.DictionaryArray:
+    """``rows`` copies of ``value`` as a one-entry dictionary array."""
+    indices = pa.array(np.zeros(rows, dtype=np.int32))
+    return pa.DictionaryArray.from_arrays(indices, pa.array([value], pa.string()))
+
+
+def _sequence_numbers(instant: str, task: int, rows: int) -> pa.Array:
+    numbers = pa.array(np.arange(rows, dtype=np.int64)).cast(pa.string())
+    prefix = pa.scalar(f"{instant}_{task}_", pa.string())
+    return pc.binary_join_element_wise(prefix, numbers, "")
+
+
+def with_meta_columns(
+    data: pa.Table,
+    *,
+    instant: str,
+    task: int,
+    key_fields: Sequence[str],
+    partition_path: str,
+    file_name: str,
+    keys: pa.Array | None = None,
+) -> pa.Table:
+    """``data`` with the five meta columns in front (``file_name``: base file name, or the
+    file id for log records, as Hudi writes them)."""
+    rows = data.num_rows
+    meta = [
+        constant_column(instant, rows),
+        _sequence_numbers(instant, task, rows),
+        keys if keys is not None else record_keys(data, key_fields),
+        constant_column(partition_path, rows),
+        constant_column(file_name, rows),
+    ]
+    fields = [*META_SCHEMA, *data.schema]
+    meta_fields = [pa.field(f.name, m.type) for f, m in zip(META_SCHEMA, meta, strict=True)]
+    schema = pa.schema([*meta_fields, *fields[len(META_SCHEMA):]])
+    return pa.Table.from_arrays([*meta, *data.columns], schema=schema)
+
+
+def sort_by_key(table: pa.Table, key_column: str) -> pa.Table:
+    """Rows in increasing key order (a no-op when already sorted), so merges can binary-search."""
+    keys = table.column(key_column).combine_chunks()
+    values = keys.to_numpy(zero_copy_only=False)
+    if len(values) < 2 or bool(np.all(values[1:] > values[:-1])):
+        return table
+    return table.take(pa.array(np.argsort(values, kind="stable")))
+
+
+def write_base_file(io: FileIO, path: str, table: pa.Table) -> int:
+    """Write ``table`` (meta columns first) as a base file, durably; returns its size."""
+    with io.open_output(path) as sink:
+        pq.write_table(table, sink, **PARQUET_OPTIONS)
+    return io.info(path).size

@@ -1,0 +1,171 @@
+"""Writing one file group for one instant: a new base file, a new log file, or (copy on
+write) a rewritten base file. Table writes and table-server flushes both end here.
+
+A write is planned first (:func:`plan_file_group_write` names the file it will create, so
+the inflight instant can record it for rollback) and executed second
+(:func:`write_file_group`), returning the Hudi write stat for the commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from memtier.hudi.basefile import constant_column, sort_by_key, with_meta_columns, write_base_file
+from memtier.hudi.commit import WriteStat
+from memtier.hudi.filenames import BaseFile, LogFile
+from memtier.hudi.fsview import FileSlice
+from memtier.hudi.logformat import avro_data_block, delete_block, parquet_data_block
+from memtier.hudi.merge import LogEntry, merge_file_group
+from memtier.hudi.slicereader import read_slice
+from memtier.hudi.tablemeta import TableMeta
+from memtier.hudi.timeline import Timeline
+from memtier.io import join
+
+__all__ = ["FileGroupChange", "FileGroupPlan", "plan_file_group_write", "write_file_group"]
+
+_NULL_COMMIT = "null"  # what Hudi writes as prevCommit for a new file group
+
+
+@dataclass(frozen=True)
+class FileGroupChange:
+    """Rows to upsert (physical columns, one row per key) and record keys to delete."""
+
+    partition_path: str
+    file_id: str
+    upserts: pa.Table | None = None
+    deleted_keys: pa.Array | None = None  # record-key strings
+
+    @property
+    def num_upserts(self) -> int:
+        return self.upserts.num_rows if self.upserts is not None else 0
+
+    @property
+    def num_deletes(self) -> int:
+        return len(self.deleted_keys) if self.deleted_keys is not None else 0
+
+
+@dataclass(frozen=True)
+class FileGroupPlan:
+    """Which file a change goes to: its kind, name, and the slice it builds on."""
+
+    change: FileGroupChange
+    kind: str  # "base" (new file group), "log" (merge on read), "rewrite" (copy on write)
+    file_name: str
+    slice: FileSlice | None
+    task: int
+
+    @property
+    def relative_path(self) -> str:
+        return join(self.change.partition_path, self.file_name) if self.change.partition_path else self.file_name
+
+
+def plan_file_group_write(
+    meta: TableMeta, change: FileGroupChange, slice_: FileSlice | None, instant: str, task: int
+) -> FileGroupPlan | None:
+    """The file this change will write, or None when it changes nothing (deletes only,
+    to a file group that does not exist)."""
+    token = f"{task}-0-0"
+    if slice_ is None or slice_.is_empty:
+        if change.num_upserts == 0:
+            return None
+        name = BaseFile(change.file_id, token, instant).name
+        return FileGroupPlan(change, "base", name, None, task)
+    if meta.is_merge_on_read:
+        version = max((f.version for f in slice_.log_files), default=0) + 1
+        name = LogFile(change.file_id, slice_.base_instant, version, token).name
+        return FileGroupPlan(change, "log", name, slice_, task)
+    name = BaseFile(change.file_id, token, instant).name
+    return FileGroupPlan(change, "rewrite", name, slice_, task)
+
+
+def _records(meta: TableMeta, plan: FileGroupPlan, instant: str, file_name: str) -> pa.Table:
+    change = plan.change
+    upserts = change.upserts
+    assert upserts is not None
+    if meta.integer_key is not None:
+        upserts = sort_by_key(upserts, meta.integer_key)
+    return with_meta_columns(
+        upserts,
+        instant=instant,
+        task=plan.task,
+        key_fields=meta.config.record_key_fields,
+        partition_path=change.partition_path,
+        file_name=file_name,
+    )
+
+
+def _write_log(meta: TableMeta, plan: FileGroupPlan, instant: str) -> tuple[int, int]:
+    """Data block and/or delete block in a new log file; returns (size, blocks)."""
+    change = plan.change
+    blocks = []
+    if change.num_upserts:
+        records = _records(meta, plan, instant, change.file_id)
+        encode = avro_data_block if meta.config.log_block_format == "avro" else parquet_data_block
+        blocks.append(encode(records, meta.avro_schema_with_meta, instant))
+    if change.num_deletes:
+        partitions = pa.array([change.partition_path] * change.num_deletes, pa.string())
+        ordering = meta.merge_spec.ordering_column
+        ordering_type = meta.physical.field(ordering).type if ordering else None
+        blocks.append(
+            delete_block(
+                change.deleted_keys, partitions, instant, meta.avro_schema_with_meta, ordering_type
+            )
+        )
+    data = b"".join(blocks)
+    meta.io.create_exclusive(join(meta.base_path, plan.relative_path), data)
+    return len(data), len(blocks)
+
+
+def _rewrite(meta: TableMeta, plan: FileGroupPlan, instant: str, visible: Timeline) -> tuple[int, int]:
+    """Copy on write: merge the change into the current base file; returns (size, rows)."""
+    change = plan.change
+    assert plan.slice is not None
+    current = read_slice(meta, plan.slice, visible, meta.file_schema.names)
+    entries = []
+    if change.num_upserts:
+        entries.append(LogEntry(records=_records(meta, plan, instant, plan.file_name)))
+    if change.num_deletes:
+        entries.append(LogEntry(deleted_keys=change.deleted_keys))
+    merged = merge_file_group(current, entries, meta.merge_spec)
+    assert merged is not None
+    index = merged.column_names.index("_hoodie_file_name")
+    merged = merged.set_column(
+        index, "_hoodie_file_name", constant_column(plan.file_name, merged.num_rows)
+    )
+    if meta.integer_key is not None:
+        merged = sort_by_key(merged, meta.integer_key)
+    size = write_base_file(meta.io, join(meta.base_path, plan.relative_path), merged)
+    return size, merged.num_rows
+
+
+def write_file_group(meta: TableMeta, plan: FileGroupPlan, instant: str, visible: Timeline) -> WriteStat:
+    """Execute a plan: write its one file durably and describe it for the commit."""
+    change = plan.change
+    if plan.kind == "base":
+        records = _records(meta, plan, instant, plan.file_name)
+        size = write_base_file(meta.io, join(meta.base_path, plan.relative_path), records)
+        return WriteStat(
+            file_id=change.file_id, path=plan.relative_path, partition_path=change.partition_path,
+            prev_commit=_NULL_COMMIT, num_writes=records.num_rows, num_inserts=records.num_rows,
+            num_update_writes=0, num_deletes=0, total_write_bytes=size, file_size=size,
+        )
+    assert plan.slice is not None
+    if plan.kind == "log":
+        size, _blocks = _write_log(meta, plan, instant)
+        base_name = plan.slice.base_file.name if plan.slice.base_file is not None else None
+        return WriteStat(
+            file_id=change.file_id, path=plan.relative_path, partition_path=change.partition_path,
+            prev_commit=plan.slice.base_instant, num_writes=change.num_upserts, num_inserts=0,
+            num_update_writes=change.num_upserts, num_deletes=change.num_deletes,
+            total_write_bytes=size, file_size=size, log_version=LogFile.parse(plan.file_name).version,
+            log_offset=0, base_file=base_name, log_files=(plan.file_name,),
+        )
+    size, rows = _rewrite(meta, plan, instant, visible)
+    return WriteStat(
+        file_id=change.file_id, path=plan.relative_path, partition_path=change.partition_path,
+        prev_commit=plan.slice.base_instant, num_writes=rows, num_inserts=0,
+        num_update_writes=change.num_upserts, num_deletes=change.num_deletes,
+        total_write_bytes=size, file_size=size,
+    )

@@ -1,0 +1,115 @@
+"""Read filters: ``[(column, op, value), ...]`` tuples, AND-ed, as hudi-rs and pyarrow take them.
+
+Filters on partition columns prune whole partitions from the partition path before any
+file is opened; every filter is applied again to the merged rows (a filter must never
+see a row before its newer version has replaced it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from memtier.errors import InvalidArgumentError, UnknownColumnError
+
+__all__ = [
+    "DEFAULT_PARTITION",
+    "Filter",
+    "parse_partition_path",
+    "partition_predicate",
+    "to_expression",
+    "validate",
+]
+
+Filter = tuple[str, str, Any]
+DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+_COMPARISONS: dict[str, Callable[[pc.Expression, Any], pc.Expression]] = {
+    "=": lambda f, v: f == v,
+    "==": lambda f, v: f == v,
+    "!=": lambda f, v: f != v,
+    "<": lambda f, v: f < v,
+    "<=": lambda f, v: f <= v,
+    ">": lambda f, v: f > v,
+    ">=": lambda f, v: f >= v,
+    "in": lambda f, v: f.isin(list(v)),
+    "not in": lambda f, v: ~f.isin(list(v)),
+}
+
+
+def validate(filters: Sequence[Filter] | None, columns: Sequence[str]) -> list[Filter]:
+    """The filters as a list, or a clear error for an unknown column or operator."""
+    if filters is None:
+        return []
+    if isinstance(filters, tuple) and len(filters) == 3 and isinstance(filters[0], str):
+        filters = [filters]  # a single (column, op, value) tuple
+    checked = []
+    for item in filters:
+        if not (isinstance(item, (tuple, list)) and len(item) == 3):
+            raise InvalidArgumentError(f"a filter is (column, op, value), got {item!r}")
+        column, op, value = item
+        if column not in columns:
+            raise UnknownColumnError(f"filter column {column!r} is not in the table {list(columns)}")
+        op = op.lower() if isinstance(op, str) else op
+        if op not in _COMPARISONS:
+            raise InvalidArgumentError(
+                f"filter operator {op!r} on {column!r} is not one of {sorted(_COMPARISONS)}"
+            )
+        if op in ("in", "not in") and isinstance(value, (str, bytes)):
+            raise InvalidArgumentError(f"filter {op!r} on {column!r} needs a list of values")
+        checked.append((column, op, value))
+    return checked
+
+
+def to_expression(filters: Sequence[Filter]) -> pc.Expression | None:
+    """One AND-ed pyarrow expression, or None for no filters."""
+    expression = None
+    for column, op, value in filters:
+        term = _COMPARISONS[op](pc.field(column), value)
+        expression = term if expression is None else expression & term
+    return expression
+
+
+def parse_partition_path(path: str, fields: Sequence[str], hive_style: bool) -> dict[str, str | None]:
+    """Partition column values from a path like ``a=1/b=x`` (or ``1/x``); None if unparseable."""
+    parts = path.split("/") if path else []
+    if len(parts) != len(fields):
+        return {}
+    values: dict[str, str | None] = {}
+    for field, part in zip(fields, parts, strict=True):
+        if hive_style:
+            name, sep, value = part.partition("=")
+            if not sep or name != field:
+                return {}
+        else:
+            value = part
+        values[field] = None if value == DEFAULT_PARTITION else value
+    return values
+
+
+def partition_predicate(
+    filters: Sequence[Filter], fields: Sequence[str], hive_style: bool, schema: pa.Schema
+) -> Callable[[str], bool] | None:
+    """A test on partition paths from the filters on partition columns, or None."""
+    relevant = [f for f in filters if f[0] in fields]
+    if not relevant:
+        return None
+    expression = to_expression(relevant)
+    types = {name: schema.field(name).type for name in fields}
+
+    def keep(partition_path: str) -> bool:
+        values = parse_partition_path(partition_path, fields, hive_style)
+        if not values:
+            return True  # not a layout we can parse: never prune what we cannot read
+        try:
+            row = pa.table(
+                {f: pa.array([values[f]], pa.string()).cast(types[f]) for f in fields}
+            )
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return True
+        return bool(row.filter(expression).num_rows)
+
+    return keep

@@ -1,0 +1,155 @@
+"""Table reads: snapshot, read-optimized, incremental and time travel, with projection,
+partition pruning and filters. File slices are read and merged in parallel threads
+(Parquet decoding and the vectorized merge release the GIL)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from memtier.errors import InvalidArgumentError, UnknownColumnError
+from memtier.hudi.avro import META_FIELDS
+from memtier.hudi.filters import Filter, partition_predicate, to_expression, validate
+from memtier.hudi.fsview import FileSlice, FileSystemView
+from memtier.hudi.slicereader import read_slice
+from memtier.hudi.tablemeta import COMMIT_TIME, TableMeta
+from memtier.hudi.timeline import Timeline
+
+__all__ = ["READ_MODES", "normalize_instant", "read_table"]
+
+READ_MODES = ("snapshot", "read_optimized", "incremental")
+_INSTANT = re.compile(r"\d{14}(\d{3})?")
+
+
+def normalize_instant(value: str | datetime | None, name: str) -> str | None:
+    """An instant bound as 17 digits: accepts Hudi instant strings and datetimes (UTC)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        utc = value.astimezone(UTC) if value.tzinfo else value
+        return utc.strftime("%Y%m%d%H%M%S") + f"{utc.microsecond // 1000:03d}"
+    if isinstance(value, str) and _INSTANT.fullmatch(value):
+        return value if len(value) == 17 else value + "999"
+    raise InvalidArgumentError(
+        f"{name} must be a Hudi instant (yyyyMMddHHmmss[SSS]) or a datetime, got {value!r}"
+    )
+
+
+def _output_columns(meta: TableMeta, columns: Sequence[str] | None, include_meta: bool) -> list[str]:
+    data = meta.schema.names
+    if columns is None:
+        return [*META_FIELDS, *data] if include_meta else list(data)
+    if isinstance(columns, str):
+        raise InvalidArgumentError(f"columns must be a list of names, got the string {columns!r}")
+    known = set(data) | set(META_FIELDS)
+    unknown = [c for c in columns if c not in known]
+    if unknown:
+        raise UnknownColumnError(f"columns {unknown} are not in the table {data}")
+    chosen = list(dict.fromkeys(columns))
+    return [*[m for m in META_FIELDS if m not in chosen], *chosen] if include_meta else chosen
+
+
+def _needed_columns(meta: TableMeta, wanted: Sequence[str], filters: Sequence[Filter], mode: str) -> list[str]:
+    needed = set(wanted) | {f[0] for f in filters}
+    if mode != "read_optimized":
+        needed.add(meta.merge_spec.key_column)
+        if meta.merge_spec.ordering_column:
+            needed.add(meta.merge_spec.ordering_column)
+    if mode == "incremental":
+        needed.add(COMMIT_TIME)
+    return [name for name in meta.file_schema.names if name in needed]
+
+
+def _touched_file_groups(meta: TableMeta, timeline: Timeline, start: str, end: str) -> set[tuple[str, str]]:
+    touched: set[tuple[str, str]] = set()
+    for instant in timeline.completed():
+        if start < instant.timestamp <= end:
+            metadata = timeline.read_commit_metadata(meta.io, meta.base_path, instant)
+            for partition, stats in metadata.partition_to_write_stats.items():
+                touched.update((partition, s.file_id) for s in stats)
+    return touched
+
+
+def _read_slices(
+    meta: TableMeta, slices: list[FileSlice], visible: Timeline, columns: list[str], with_logs: bool
+) -> list[pa.Table]:
+    def one(slice_: FileSlice) -> pa.Table | None:
+        return read_slice(meta, slice_, visible, columns, with_logs=with_logs)
+
+    workers = min(len(slices), os.cpu_count() or 1)
+    if workers <= 1:
+        results = [one(s) for s in slices]
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="memtier-read") as pool:
+            results = list(pool.map(one, slices))
+    return [t for t in results if t is not None and t.num_rows]
+
+
+def read_table(
+    meta: TableMeta,
+    *,
+    mode: str = "snapshot",
+    as_of: str | datetime | None = None,
+    start: str | datetime | None = None,
+    end: str | datetime | None = None,
+    columns: Sequence[str] | None = None,
+    filters: Sequence[Filter] | None = None,
+    include_meta: bool = False,
+) -> pa.Table:
+    """Read the table; see :meth:`memtier.hudi.HudiTable.read`."""
+    if mode not in READ_MODES:
+        raise InvalidArgumentError(f"mode must be one of {READ_MODES}, got {mode!r}")
+    as_of_ts = normalize_instant(as_of, "as_of")
+    start_ts, end_ts = normalize_instant(start, "start"), normalize_instant(end, "end")
+    if mode == "incremental":
+        if start_ts is None:
+            raise InvalidArgumentError("an incremental read needs start (exclusive)")
+        if as_of_ts is not None:
+            raise InvalidArgumentError("an incremental read takes start/end, not as_of")
+    elif start_ts is not None or end_ts is not None:
+        raise InvalidArgumentError(f"start/end apply to incremental reads, not {mode!r}")
+    wanted = _output_columns(meta, columns, include_meta)
+    checked = validate(filters, [*META_FIELDS, *meta.schema.names])
+    timeline = meta.timeline()
+    point = as_of_ts
+    if mode == "incremental":
+        last = timeline.last_completed()
+        point = end_ts or (last.timestamp if last else start_ts)
+    visible = timeline.completed_as_of(point) if point is not None else timeline
+    predicate = partition_predicate(
+        checked, meta.config.partition_fields, meta.config.hive_style_partitioning, meta.physical
+    )
+    view = FileSystemView.build(
+        meta.io, meta.base_path, timeline, as_of=point, partition_filter=predicate
+    )
+    slices = view.latest_slices()
+    if mode == "incremental":
+        touched = _touched_file_groups(meta, visible, start_ts, point)  # type: ignore[arg-type]
+        slices = [s for s in slices if (s.partition_path, s.file_id) in touched]
+    needed = _needed_columns(meta, wanted, checked, mode)
+    tables = _read_slices(meta, slices, visible, needed, with_logs=mode != "read_optimized")
+    file_schema = pa.schema([meta.file_schema.field(n) for n in needed])
+    result = pa.concat_tables(tables) if tables else file_schema.empty_table()
+    if mode == "incremental":
+        commit_time = result.column(COMMIT_TIME)
+        in_range = pc.and_(pc.greater(commit_time, start_ts), pc.less_equal(commit_time, point))
+        result = result.filter(in_range)
+    expression = to_expression(checked)
+    if expression is not None:
+        result = result.filter(expression)
+    return _to_logical(result.select(wanted), meta)
+
+
+def _to_logical(table: pa.Table, meta: TableMeta) -> pa.Table:
+    """Cast physical file types back to the types the table was created with."""
+    target = pa.schema(
+        [meta.schema.field(n) if n in meta.schema.names else table.schema.field(n) for n in table.column_names]
+    )
+    return table if table.schema == target else table.cast(target)
+

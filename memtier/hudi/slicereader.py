@@ -1,0 +1,125 @@
+"""Reading one file slice: its base file, its log blocks, and the two merged."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from memtier.hudi.fsview import FileSlice
+from memtier.hudi.keys import record_keys
+from memtier.hudi.logformat import (
+    BlockType,
+    LogBlock,
+    iter_blocks,
+    read_data_block,
+    read_delete_block,
+)
+from memtier.hudi.merge import LogEntry, merge_file_group
+from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
+from memtier.hudi.timeline import Timeline
+
+__all__ = ["conform_columns", "read_base_file", "read_log_entries", "read_slice"]
+
+log = logging.getLogger(__name__)
+
+
+def conform_columns(table: pa.Table, schema: pa.Schema, columns: Sequence[str]) -> pa.Table:
+    """``table`` reduced to ``columns`` with ``schema``'s types; absent columns become null."""
+    arrays = []
+    for name in columns:
+        target = schema.field(name).type
+        if name in table.column_names:
+            column = table.column(name)
+            arrays.append(column if column.type == target else column.cast(target))
+        else:
+            arrays.append(pa.nulls(table.num_rows, target))
+    return pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(n) for n in columns]))
+
+
+def _with_record_keys(table: pa.Table, meta: TableMeta) -> pa.Table:
+    """Fill ``_hoodie_record_key`` from the key columns where the writer left it empty."""
+    if RECORD_KEY not in table.column_names:
+        return table
+    column = table.column(RECORD_KEY)
+    if column.null_count < table.num_rows or table.num_rows == 0:
+        return table
+    keys = record_keys(table, meta.config.record_key_fields)
+    return table.set_column(table.column_names.index(RECORD_KEY), RECORD_KEY, keys)
+
+
+def _load_columns(meta: TableMeta, columns: Sequence[str]) -> list[str]:
+    """The columns to load: ``columns`` plus what computing missing record keys needs."""
+    if RECORD_KEY in columns and not meta.config.populate_meta_fields:
+        extra = [f for f in meta.config.record_key_fields if f not in columns]
+        return [*columns, *extra]
+    return list(columns)
+
+
+def read_base_file(meta: TableMeta, path: str, columns: Sequence[str]) -> pa.Table:
+    """Columns of a base Parquet file, typed as the table's file schema."""
+    load = _load_columns(meta, columns)
+    with meta.io.open_input(path) as source:
+        parquet = pq.ParquetFile(source)
+        present = [c for c in load if c in parquet.schema_arrow.names]
+        table = parquet.read(columns=present)
+    table = conform_columns(table, meta.file_schema, load)
+    return _with_record_keys(table, meta).select(list(columns))
+
+
+def _blocks_in_order(meta: TableMeta, slice_: FileSlice) -> list[LogBlock]:
+    blocks: list[LogBlock] = []
+    for path in slice_.log_file_paths(meta.base_path):
+        for block in iter_blocks(memoryview(meta.io.read_bytes(path)), path):
+            if block.block_type == BlockType.CORRUPT:
+                log.warning("skipping a corrupt log block in %s at byte %d", path, block.offset)
+                continue
+            blocks.append(block)
+    return blocks
+
+
+def read_log_entries(
+    meta: TableMeta, slice_: FileSlice, visible: Timeline, columns: Sequence[str]
+) -> list[LogEntry]:
+    """The slice's committed log blocks, in log order, as merge entries.
+
+    Blocks of instants that are not completed in ``visible`` are skipped, and a rollback
+    command block drops every earlier block of its target instant, as Hudi readers do.
+    """
+    tagged: list[tuple[str, LogEntry]] = []
+    load = _load_columns(meta, columns)
+    for block in _blocks_in_order(meta, slice_):
+        instant = block.instant_time
+        if block.block_type == BlockType.COMMAND:
+            target = block.target_instant_time
+            tagged = [(t, e) for t, e in tagged if t != target]
+            continue
+        if instant is None or not visible.is_completed(instant):
+            continue
+        if block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
+            records = conform_columns(read_data_block(block), meta.file_schema, load)
+            records = _with_record_keys(records, meta).select(list(columns))
+            tagged.append((instant, LogEntry(records=records)))
+        elif block.block_type == BlockType.DELETE:
+            keys = read_delete_block(block).column("record_key")
+            tagged.append((instant, LogEntry(deleted_keys=keys.combine_chunks())))
+    return [entry for _, entry in tagged]
+
+
+def read_slice(
+    meta: TableMeta,
+    slice_: FileSlice,
+    visible: Timeline,
+    columns: Sequence[str],
+    *,
+    with_logs: bool = True,
+) -> pa.Table | None:
+    """The slice's live rows (``columns`` only; must include the merge key and ordering)."""
+    base_path = slice_.base_file_path(meta.base_path)
+    base = read_base_file(meta, base_path, columns) if base_path is not None else None
+    if not with_logs or not slice_.log_files:
+        return base
+    entries = read_log_entries(meta, slice_, visible, columns)
+    return merge_file_group(base, entries, meta.merge_spec)

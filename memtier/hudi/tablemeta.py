@@ -1,0 +1,104 @@
+"""What every reader and writer of one table needs to know, resolved once when it opens."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+
+import pyarrow as pa
+import pyarrow.types as pat
+
+from memtier.errors import UnsupportedTableError
+from memtier.hudi.avro import arrow_to_avro_schema, avro_to_arrow_schema, with_meta_fields
+from memtier.hudi.merge import MergeSpec
+from memtier.hudi.properties import TableConfig, load_table_config
+from memtier.hudi.schema import META_SCHEMA, decode_schema, physical_schema
+from memtier.hudi.timeline import Timeline
+from memtier.io import FileIO, join
+
+__all__ = ["ARROW_SCHEMA_KEY", "RECORD_KEY", "TableMeta"]
+
+#: memtier's own hoodie.properties key holding the logical Arrow schema (base64 IPC).
+ARROW_SCHEMA_KEY = "hoodie.memtier.arrow.schema"
+RECORD_KEY = "_hoodie_record_key"
+COMMIT_TIME = "_hoodie_commit_time"
+
+
+@dataclass(frozen=True)
+class TableMeta:
+    """A table's storage, config and schemas (logical, physical, Avro)."""
+
+    io: FileIO
+    base_path: str
+    config: TableConfig
+    schema: pa.Schema  # logical: what reads return
+    physical: pa.Schema  # what data files carry (without meta columns)
+
+    @classmethod
+    def load(cls, io: FileIO, base_path: str) -> TableMeta:
+        config = load_table_config(io, base_path)
+        timeline = Timeline.load(io, base_path, config.timeline_layout_version)
+        if ARROW_SCHEMA_KEY in config.raw:
+            logical = decode_schema(config.raw[ARROW_SCHEMA_KEY])
+            return cls(io, base_path, config, logical, physical_schema(logical, config.name))
+        avro = _latest_avro_schema(io, base_path, config, timeline)
+        if avro is None:
+            raise UnsupportedTableError(
+                f"table at {base_path} has no schema: no commit carries extraMetadata.schema "
+                "and hoodie.table.create.schema is missing"
+            )
+        schema = avro_to_arrow_schema(avro)
+        return cls(io, base_path, config, schema, schema)
+
+    def timeline(self) -> Timeline:
+        return Timeline.load(self.io, self.base_path, self.config.timeline_layout_version)
+
+    @property
+    def hoodie_dir(self) -> str:
+        return join(self.base_path, ".hoodie")
+
+    @cached_property
+    def avro_schema(self) -> dict:
+        """The table's Avro schema without meta fields (commit ``extraMetadata.schema``)."""
+        return arrow_to_avro_schema(self.schema, self.config.name)
+
+    @cached_property
+    def avro_schema_with_meta(self) -> dict:
+        return with_meta_fields(self.avro_schema)
+
+    @cached_property
+    def file_schema(self) -> pa.Schema:
+        """Meta columns then the physical data columns: the schema of every data file."""
+        return pa.schema([*META_SCHEMA, *self.physical])
+
+    @cached_property
+    def integer_key(self) -> str | None:
+        """The single integer key column, when merges can compare it instead of strings."""
+        fields = self.config.record_key_fields
+        if len(fields) == 1 and fields[0] in self.physical.names:
+            if pat.is_integer(self.physical.field(fields[0]).type):
+                return fields[0]
+        return None
+
+    @cached_property
+    def merge_spec(self) -> MergeSpec:
+        ordering = self.config.ordering_field
+        if ordering is not None and ordering not in self.physical.names:
+            ordering = None
+        return MergeSpec(self.integer_key or RECORD_KEY, ordering)
+
+    @property
+    def is_merge_on_read(self) -> bool:
+        return self.config.table_type == "MERGE_ON_READ"
+
+
+def _latest_avro_schema(
+    io: FileIO, base_path: str, config: TableConfig, timeline: Timeline
+) -> dict | None:
+    """The newest schema a commit recorded, else the create schema."""
+    for instant in reversed(timeline.completed()):
+        schema = timeline.read_commit_metadata(io, base_path, instant).schema
+        if schema:
+            return json.loads(schema)
+    return json.loads(config.create_schema) if config.create_schema else None

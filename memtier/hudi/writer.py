@@ -1,0 +1,208 @@
+"""Writing batches to a table as one Hudi instant, and rolling back failed instants.
+
+The protocol (Hudi's own): ``<t>.<action>.requested`` -> ``<t>.<action>.inflight`` naming
+every file the write will create -> the data files, each fsync'd -> ``<t>.<action>``
+(complete, atomic). Readers ignore files and log blocks of instants that are not complete,
+so a writer killed anywhere before the last step leaves the table as it was; the next
+writer rolls the failed instant back: deletes the files its inflight named, then records
+a Hudi rollback instant.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+
+from memtier.errors import (
+    AlreadyExistsError,
+    CommitFailedError,
+    CommitStateUnknownError,
+    InvalidArgumentError,
+)
+from memtier.hudi.commit import CommitMetadata, WriteStat
+from memtier.hudi.filegroup import FileGroupPlan, plan_file_group_write, write_file_group
+from memtier.hudi.filenames import BaseFile, bucket_of_file_id, classify
+from memtier.hudi.fsview import FileSystemView, list_data_files
+from memtier.hudi.routing import route
+from memtier.hudi.schema import check_ordering_not_null, conform
+from memtier.hudi.tablemeta import TableMeta
+from memtier.hudi.timeline import Instant, State, Timeline, TimelineWriter, new_instant_time
+from memtier.io import basename, join, parent, relpath
+
+__all__ = ["OPERATIONS", "rollback_instant", "rollback_pending", "write_batch"]
+
+log = logging.getLogger(__name__)
+
+#: write operation -> Hudi operationType
+OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE"}
+
+
+def _commit_action(meta: TableMeta) -> str:
+    return "deltacommit" if meta.is_merge_on_read else "commit"
+
+
+def _prepare(meta: TableMeta, data: Any, operation: str) -> pa.Table:
+    """The batch in physical types, validated before anything touches the timeline."""
+    if operation not in OPERATIONS:
+        raise InvalidArgumentError(f"operation must be one of {sorted(OPERATIONS)}, got {operation!r}")
+    if operation == "delete":
+        required = list(dict.fromkeys([*meta.config.record_key_fields, *meta.config.partition_fields]))
+        table = conform(data, meta.schema, required=required)
+        return conform(table, meta.physical, required=required)
+    table = conform(data, meta.schema)
+    check_ordering_not_null(table, meta.config.ordering_field)
+    return conform(table, meta.physical)
+
+
+def _existing_buckets(view: FileSystemView) -> dict[tuple[str, int], str]:
+    existing: dict[tuple[str, int], str] = {}
+    for partition, file_id in view.file_groups:
+        existing[(partition, bucket_of_file_id(file_id))] = file_id
+    return existing
+
+
+def _stats_metadata(meta: TableMeta, stats: Sequence[WriteStat], operation: str) -> CommitMetadata:
+    by_partition: dict[str, list[WriteStat]] = {}
+    for stat in stats:
+        by_partition.setdefault(stat.partition_path, []).append(stat)
+    return CommitMetadata(
+        partition_to_write_stats={p: tuple(s) for p, s in by_partition.items()},
+        extra_metadata={"schema": json.dumps(meta.avro_schema)},
+        operation_type=operation,
+    )
+
+
+def _planned_stats(plans: Sequence[FileGroupPlan]) -> list[WriteStat]:
+    """Skeleton stats naming each file a write will create (the inflight's content)."""
+    return [
+        WriteStat(
+            file_id=p.change.file_id, path=p.relative_path, partition_path=p.change.partition_path,
+            prev_commit=p.slice.base_instant if p.slice is not None else "null", num_writes=0,
+            num_inserts=0, num_update_writes=0, num_deletes=0, total_write_bytes=0, file_size=0,
+        )
+        for p in plans
+    ]
+
+
+def write_batch(meta: TableMeta, data: Any, operation: str = "upsert") -> str | None:
+    """Write one batch as one instant; returns the instant, or None for an empty batch."""
+    table = _prepare(meta, data, operation)
+    if table.num_rows == 0:
+        return None
+    timeline = rollback_pending(meta)
+    view = FileSystemView.build(meta.io, meta.base_path, timeline)
+    changes = route(meta, table, deletes=operation == "delete", existing=_existing_buckets(view))
+    instant = new_instant_time(timeline.last_timestamp())
+    plans = []
+    for task, change in enumerate(changes):
+        plan = plan_file_group_write(
+            meta, change, view.latest_slice(change.partition_path, change.file_id), instant, task
+        )
+        if plan is not None:
+            plans.append(plan)
+    if not plans:
+        return None
+    writer = TimelineWriter(meta.io, meta.base_path)
+    action = _commit_action(meta)
+    hudi_operation = OPERATIONS[operation]
+    try:
+        requested = writer.request(instant, action)
+    except AlreadyExistsError as e:
+        raise CommitFailedError(f"instant {instant} was taken by another writer; retry") from e
+    inflight = writer.inflight(
+        requested, _stats_metadata(meta, _planned_stats(plans), hudi_operation).to_json()
+    )
+    _ensure_partition_metadata(meta, {p.change.partition_path for p in plans}, instant)
+    stats = _write_all(meta, plans, instant, timeline)
+    content = _stats_metadata(meta, stats, hudi_operation).to_json()
+    try:
+        writer.complete(inflight, content)
+    except Exception as e:
+        raise CommitStateUnknownError(
+            f"completing instant {instant} of {meta.base_path} failed: {e}; re-read the timeline"
+        ) from e
+    return instant
+
+
+def _write_all(
+    meta: TableMeta, plans: Sequence[FileGroupPlan], instant: str, timeline: Timeline
+) -> list[WriteStat]:
+    def one(plan: FileGroupPlan) -> WriteStat:
+        return write_file_group(meta, plan, instant, timeline)
+
+    workers = min(len(plans), os.cpu_count() or 1)
+    if workers <= 1:
+        return [one(p) for p in plans]
+    with ThreadPoolExecutor(workers, thread_name_prefix="memtier-write") as pool:
+        return list(pool.map(one, plans))
+
+
+def _ensure_partition_metadata(meta: TableMeta, partitions: set[str], instant: str) -> None:
+    """Every partition folder holds ``.hoodie_partition_metadata`` (Java readers need it)."""
+    depth = len(meta.config.partition_fields)
+    for partition in partitions:
+        path = join(meta.base_path, partition, ".hoodie_partition_metadata")
+        if meta.io.exists(path):
+            continue
+        text = f"#partition metadata\ncommitTime={instant}\npartitionDepth={depth}\n"
+        try:
+            meta.io.create_exclusive(path, text.encode())
+        except AlreadyExistsError:
+            pass
+
+
+# --- rollback ------------------------------------------------------------------------
+
+
+def _files_of(meta: TableMeta, target: Instant) -> dict[str, list[str]]:
+    """Files a failed instant may have created: those its inflight named, plus base files
+    carrying its timestamp (a foreign writer's inflight may name none)."""
+    found: dict[str, set[str]] = {}
+    inflight = Instant(target.timestamp, target.action, State.INFLIGHT)
+    inflight_path = join(meta.hoodie_dir, inflight.file_name(1))
+    if meta.io.exists(inflight_path):
+        content = meta.io.read_bytes(inflight_path)
+        if content.strip():
+            for partition, stats in CommitMetadata.from_json(content).partition_to_write_stats.items():
+                for stat in stats:
+                    if stat.path:
+                        found.setdefault(partition, set()).add(basename(stat.path))
+    for info in list_data_files(meta.io, meta.base_path):
+        parsed = classify(basename(info.path))
+        if isinstance(parsed, BaseFile) and parsed.instant == target.timestamp:
+            partition = relpath(meta.base_path, parent(info.path))
+            found.setdefault(partition, set()).add(parsed.name)
+    return {p: sorted(names) for p, names in found.items()}
+
+
+def rollback_instant(meta: TableMeta, target: Instant, timeline: Timeline) -> str:
+    """Undo a pending write instant: record a Hudi rollback plan naming its files, delete
+    them, drop the instant. A crash midway is finished by :func:`rollback_pending`."""
+    if target.state == State.COMPLETED:
+        raise InvalidArgumentError(f"instant {target.timestamp} is complete; it cannot be rolled back")
+    files = _files_of(meta, target)
+    timestamp = new_instant_time(timeline.last_timestamp())
+    TimelineWriter(meta.io, meta.base_path).rollback(target, files, timestamp)
+    log.info("rolled back instant %s of %s (%d files)", target.timestamp, meta.base_path,
+             sum(len(n) for n in files.values()))
+    return timestamp
+
+
+def rollback_pending(meta: TableMeta) -> Timeline:
+    """Finish interrupted rollbacks, then roll back every pending write instant
+    (single-writer mode); returns the timeline afterwards."""
+    timeline = meta.timeline()
+    writer = TimelineWriter(meta.io, meta.base_path)
+    for rollback in timeline.pending(("rollback",)):
+        writer.resume_rollback(rollback)
+    timeline = meta.timeline()
+    for instant in timeline.pending(("commit", "deltacommit")):
+        rollback_instant(meta, instant, timeline)
+        timeline = meta.timeline()
+    return timeline

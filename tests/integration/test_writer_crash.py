@@ -1,0 +1,90 @@
+"""Crash safety of table writes: a writer SIGKILLed before its instant completes leaves a
+table that memtier and hudi-rs both read as if that write never happened."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memtier.hudi import HudiTable
+from tests.support.crash_writer import batch
+from tests.support.hudirs import hudi_rs_read, rows
+from tests.support.model import TableModel, project
+
+ROOT = Path(__file__).resolve().parents[2]
+COLUMNS = ["id", "version", "part", "v"]
+
+
+def expected_after(batches: int) -> list[tuple]:
+    model = TableModel(key=lambda r: r["id"], ordering_field="version")
+    for i in range(batches):
+        model.upsert(i + 1, batch(i).to_pylist())
+    return project(model.rows(), COLUMNS)
+
+
+def both_readers(path: str) -> tuple[list[tuple], list[tuple]]:
+    return rows(HudiTable.open(path).read(), COLUMNS), rows(hudi_rs_read(path), COLUMNS)
+
+
+def run_writer(path: str, mode: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.support.crash_writer", path, mode],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def test_killed_between_files_and_completion(tmp_path: Path) -> None:
+    path = str(tmp_path / "tbl")
+    proc = run_writer(path, "die-before-complete")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, err
+    assert out.splitlines() == ["ACK 0"]
+    table = HudiTable.open(path)
+    pending = table.timeline().pending()
+    assert [i.action for i in pending] == ["deltacommit"]  # the dead write's instant
+    ours, theirs = both_readers(path)
+    assert ours == theirs == expected_after(1)
+
+    # the next writer rolls the dead instant back and carries on
+    before = {p.name for p in Path(path).rglob("*") if p.is_file()}
+    assert table.rollback_pending() == [pending[0].timestamp]
+    after = {p.name for p in Path(path).rglob("*") if p.is_file()}
+    assert not any(pending[0].timestamp in name and not name.endswith(("rollback", "requested", "inflight")) for name in after)
+    assert before - after  # the dead write's data files are gone
+    assert table.timeline().pending() == ()
+    assert table.timeline().completed(("rollback",))
+    table.write(batch(1))
+    ours, theirs = both_readers(path)
+    assert ours == theirs == expected_after(2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_killed_at_random_moments(tmp_path: Path, seed: int) -> None:
+    """Rounds of a writer looping over batches 0, 1, 2, ... killed at a random moment.
+
+    Batch ``i`` has fixed contents, so after every round the table must hold exactly
+    batches ``0..m-1`` where ``m`` is the most batches any round completed: the number
+    of ACKs, or one more when the kill landed after a completion but before its ACK.
+    """
+    path = str(tmp_path / "tbl")
+    rng = random.Random(seed)
+    completed = 0
+    for _round in range(3):
+        proc = run_writer(path, "loop")
+        time.sleep(rng.uniform(1.5, 4.0))
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate(timeout=60)
+        acks = sum(1 for line in out.splitlines() if line.startswith("ACK"))
+        ours, theirs = both_readers(path)
+        assert ours == theirs
+        candidates = {max(completed, acks), max(completed, acks + 1)}
+        matching = [m for m in sorted(candidates) if ours == expected_after(m)]
+        assert matching, f"table matches no acknowledged prefix (acks={acks}, before={completed})"
+        completed = matching[0]

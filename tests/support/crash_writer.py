@@ -1,0 +1,67 @@
+"""A writer process for crash tests: ``python -m tests.support.crash_writer PATH MODE``.
+
+It writes deterministic batches (batch ``i`` upserts keys ``i*7 .. i*7+39`` at version
+``i``) and prints ``ACK <i> <instant>`` after each write returns. MODE:
+
+* ``loop``: write batches forever (the parent SIGKILLs it at a random moment);
+* ``die-before-complete``: write batch 0, then batch 1 but SIGKILL itself after every data
+  file of batch 1 is durable and before its instant completes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import pyarrow as pa
+
+from memtier.hudi import HudiTable
+from memtier.hudi.timeline import TimelineWriter
+
+SCHEMA = pa.schema([("id", pa.int64()), ("version", pa.int64()), ("part", pa.string()), ("v", pa.string())])
+
+
+def batch(i: int) -> pa.Table:
+    ids = list(range(i * 7, i * 7 + 40))
+    return pa.table(
+        {
+            "id": ids,
+            "version": [i] * len(ids),
+            "part": [f"p{k % 3}" for k in ids],
+            "v": [f"b{i}-{k}" for k in ids],
+        },
+        schema=SCHEMA,
+    )
+
+
+def open_or_create(path: str) -> HudiTable:
+    if os.path.exists(os.path.join(path, ".hoodie", "hoodie.properties")):
+        return HudiTable.open(path)
+    return HudiTable.create(
+        path, SCHEMA, record_key="id", ordering_field="version", partition_fields="part", buckets=2
+    )
+
+
+def main() -> None:
+    path, mode = sys.argv[1], sys.argv[2]
+    table = open_or_create(path)
+    if mode == "die-before-complete":
+        table.write(batch(0))
+        print("ACK 0", flush=True)
+
+        def die(*_args: object, **_kwargs: object) -> None:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        TimelineWriter.complete = die  # type: ignore[method-assign]
+        table.write(batch(1))
+        raise AssertionError("unreachable: the process kills itself before completing")
+    i = 0
+    while True:
+        instant = table.write(batch(i))
+        print(f"ACK {i} {instant}", flush=True)
+        i += 1
+
+
+if __name__ == "__main__":
+    main()

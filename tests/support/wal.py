@@ -1,0 +1,73 @@
+"""Small builders for WAL tests: a schema, deterministic batches per (producer, seq), WALs."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from memtier.io import FileIO
+from memtier.wal import FrameLocation, GroupCommitter, WalFileName, WalHeader, WalWriter
+
+SCHEMA = pa.schema(
+    [
+        ("producer", pa.int64()),
+        ("seq", pa.int64()),
+        ("row", pa.int32()),
+        ("payload", pa.string()),
+    ]
+)
+
+
+def producer_id(producer: int) -> bytes:
+    """A client's 16-byte producer id."""
+    return producer.to_bytes(16, "big")
+
+
+def batch_for(producer: int, seq: int, rows: int | None = None) -> pa.RecordBatch:
+    """The batch producer ``producer`` appends as its ``seq``-th write (same every time)."""
+    rows = 1 + (producer * 7 + seq * 13) % 40 if rows is None else rows
+    return pa.record_batch(
+        {
+            "producer": pa.array([producer] * rows, pa.int64()),
+            "seq": pa.array([seq] * rows, pa.int64()),
+            "row": pa.array(range(rows), pa.int32()),
+            "payload": pa.array([f"p{producer}-s{seq}-r{r}" for r in range(rows)]),
+        },
+        schema=SCHEMA,
+    )
+
+
+# pyarrow imports pandas lazily on its first conversion from Python objects; that first
+# import, hit by several threads at once, can deadlock, so it happens here, up front.
+batch_for(0, 0)
+
+
+def header(file_group: str = "fg", block_id: int = 1, schema: pa.Schema = SCHEMA) -> WalHeader:
+    return WalHeader("table", "date=2024-01-01", file_group, block_id, schema, 1_700_000_000_000)
+
+
+def wal_path(fileio: FileIO, root: str, file_group: str = "fg", block_id: int = 1) -> str:
+    return fileio.join(root, WalFileName(file_group, block_id).name)
+
+
+def write_wal(
+    fileio: FileIO,
+    path: str,
+    appends: list[tuple[int, int]],
+    *,
+    seal: bool = False,
+    wal_header: WalHeader | None = None,
+) -> list[FrameLocation]:
+    """A WAL holding ``batch_for(p, s)`` for each (p, s) in order, each acknowledged."""
+    with GroupCommitter() as committer:
+        writer = WalWriter.create(fileio, path, wal_header or header(), committer)
+        locations = [
+            writer.append(
+                batch_for(p, s), txn_id=s // 4, producer_id=producer_id(p), producer_seq=s
+            )
+            for p, s in appends
+        ]
+        if seal:
+            writer.seal()
+        else:
+            writer.close()
+    return locations

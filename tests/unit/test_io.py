@@ -1,0 +1,140 @@
+"""FileIO on local disk and memory://: atomic publish, exclusive create, appends, listing."""
+
+from __future__ import annotations
+
+import pickle
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from memtier.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
+from memtier.io import FileIO, is_temp_file, join, open_fileio, parent, relpath
+
+
+def test_write_atomic_replaces_and_reads_back(fileio: FileIO, any_root: str) -> None:
+    path = join(any_root, "a", "b.bin")
+    fileio.write_atomic(path, b"first")
+    fileio.write_atomic(path, b"second")
+    assert fileio.read_bytes(path) == b"second"
+    assert fileio.read_range(path, 1, 3) == b"eco"
+    assert fileio.info(path).size == 6
+    assert [f.name for f in fileio.list_dir(join(any_root, "a"))] == ["b.bin"]
+
+
+def test_create_exclusive_refuses_existing_file(fileio: FileIO, any_root: str) -> None:
+    path = join(any_root, "t", "1.commit")
+    fileio.create_exclusive(path, b"one")
+    with pytest.raises(AlreadyExistsError, match="already exists"):
+        fileio.create_exclusive(path, b"two")
+    assert fileio.read_bytes(path) == b"one"
+
+
+def test_open_output_publishes_only_on_success(fileio: FileIO, any_root: str) -> None:
+    path = join(any_root, "out.parquet")
+    with pytest.raises(RuntimeError):
+        with fileio.open_output(path) as sink:
+            sink.write(b"partial")
+            raise RuntimeError("writer failed")
+    assert not fileio.exists(path)
+    assert not any(is_temp_file(f.name) for f in fileio.list_files(any_root))
+    table = pa.table({"x": [1, 2, 3]})
+    with fileio.open_output(path) as sink:
+        pq.write_table(table, sink)
+    with fileio.open_input(path) as source:
+        assert pq.read_table(source).equals(table)
+
+
+def test_append_sync_and_truncate(fileio: FileIO, any_root: str) -> None:
+    path = join(any_root, "wal", "seg")
+    with fileio.open_append(path) as f:
+        assert f.write(b"abc") == 3
+        f.sync()
+        assert f.write(memoryview(b"defg")) == 7
+        f.sync()
+        assert f.size == 7
+    with fileio.open_append(path) as f:  # reopening appends after what is there
+        assert f.size == 7
+        f.write(b"h")
+        f.sync()
+    assert fileio.read_bytes(path) == b"abcdefgh"
+    fileio.truncate(path, 5)
+    assert fileio.read_bytes(path) == b"abcde"
+
+
+def test_listing_is_recursive_sorted_and_tolerates_missing(fileio: FileIO, any_root: str) -> None:
+    for name in ("p=2/b", "p=1/a", "p=1/c", "top"):
+        fileio.write_atomic(join(any_root, name), b"x")
+    files = [relpath(any_root, f.path) for f in fileio.list_files(any_root)]
+    assert files == ["p=1/a", "p=1/c", "p=2/b", "top"]
+    dirs = [f.name for f in fileio.list_dir(any_root) if f.is_dir]
+    assert dirs == ["p=1", "p=2"]
+    assert fileio.list_dir(join(any_root, "missing")) == []
+    assert fileio.list_files(join(any_root, "missing")) == []
+
+
+def test_delete_rename_and_missing_files(fileio: FileIO, any_root: str) -> None:
+    src, dst = join(any_root, "x"), join(any_root, "d", "y")
+    fileio.write_atomic(src, b"1")
+    fileio.rename(src, dst)
+    assert not fileio.exists(src) and fileio.read_bytes(dst) == b"1"
+    fileio.delete(dst)
+    fileio.delete(dst)  # missing is fine
+    with pytest.raises(NotFoundError):
+        fileio.read_bytes(dst)
+    with pytest.raises(FileNotFoundError):  # NotFoundError is a FileNotFoundError too
+        fileio.info(dst)
+    fileio.delete_dir(join(any_root, "d"))
+    assert not fileio.exists(join(any_root, "d"))
+
+
+def test_fileio_pickles_as_its_root(fileio: FileIO, any_root: str) -> None:
+    fileio.write_atomic(join(any_root, "f"), b"z")
+    clone = pickle.loads(pickle.dumps(fileio))
+    assert type(clone) is type(fileio) and clone.read_bytes(join(any_root, "f")) == b"z"
+
+
+def test_arrow_fs_reads_the_same_files(fileio: FileIO, any_root: str) -> None:
+    path = join(any_root, "t.parquet")
+    with fileio.open_output(path) as sink:
+        pq.write_table(pa.table({"a": ["x"]}), sink)
+    fs, native = fileio.arrow_fs(path)
+    assert pq.read_table(native, filesystem=fs).column("a").to_pylist() == ["x"]
+
+
+def test_mmap_is_zero_copy_on_local_disk(tmp_path) -> None:
+    io = open_fileio(str(tmp_path))
+    io.write_atomic(str(tmp_path / "m"), b"mapped")
+    assert bytes(io.mmap(str(tmp_path / "m"))) == b"mapped"
+    assert open_fileio("memory://x").mmap("memory://x/none") is None
+
+
+def test_path_helpers() -> None:
+    assert join("s3://b/t", "p=1", "f") == "s3://b/t/p=1/f"
+    assert join("/", "a") == "/a"
+    assert parent("s3://b/t/p=1/f") == "s3://b/t/p=1"
+    assert parent("/a/b") == "/a"
+    assert relpath("memory://r", "memory://r/x/y") == "x/y"
+    with pytest.raises(InvalidArgumentError, match="not below"):
+        relpath("/a", "/b/c")
+
+
+def test_open_fileio_rejects_bad_input() -> None:
+    with pytest.raises(InvalidArgumentError, match="non-empty"):
+        open_fileio("")
+    with pytest.raises(InvalidArgumentError, match="do not apply"):
+        open_fileio("/tmp/x", {"aws_region": "x"})
+    with pytest.raises(InvalidArgumentError, match="unknown s3 storage option"):
+        open_fileio("s3://bucket/x", {"colour": "blue"})
+    with pytest.raises(InvalidArgumentError, match="no filesystem for scheme"):
+        open_fileio("nosuchscheme://x")
+
+
+def test_hdfs_uri_needs_a_name_node() -> None:
+    """No HDFS server can run here: check the backend is chosen and a bad URI is refused."""
+    pytest.importorskip("hdfs_native")
+    from memtier.io import HdfsFileIO
+
+    assert isinstance(open_fileio("hdfs://namenode:8020/tables/t"), HdfsFileIO)
+    with pytest.raises(InvalidArgumentError, match="cannot use HDFS"):
+        open_fileio("hdfs:///tables/t")
