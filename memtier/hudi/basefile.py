@@ -12,27 +12,13 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from memtier.hudi.keys import record_keys
+from memtier.hudi.parquetfile import write_parquet
 from memtier.hudi.schema import META_SCHEMA
 from memtier.io import FileIO
 
-__all__ = ["PARQUET_OPTIONS", "constant_column", "sort_by_key", "with_meta_columns", "write_base_file"]
-
-#: Parquet settings for base files and Parquet log blocks. Arrow's own schema is not
-#: stored (readers see plain Parquet types, as in files Hudi writes); sequence numbers and
-#: record keys share long prefixes, so they are delta-encoded rather than dictionary-encoded.
-PARQUET_OPTIONS: dict = {
-    "compression": "snappy",
-    "store_schema": False,
-    "use_dictionary": ["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name"],
-    "column_encoding": {
-        "_hoodie_commit_seqno": "DELTA_BYTE_ARRAY",
-        "_hoodie_record_key": "DELTA_BYTE_ARRAY",
-    },
-}
-
+__all__ = ["constant_column", "sort_by_key", "with_meta_columns", "write_base_file"]
 
 def constant_column(value: str, rows: int) -> pa.DictionaryArray:
     """``rows`` copies of ``value`` as a one-entry dictionary array."""
@@ -84,5 +70,5 @@ def sort_by_key(table: pa.Table, key_column: str) -> pa.Table:
 def write_base_file(io: FileIO, path: str, table: pa.Table) -> int:
     """Write ``table`` (meta columns first) as a base file, durably; returns its size."""
     with io.open_output(path) as sink:
-        pq.write_table(table, sink, **PARQUET_OPTIONS)
+        write_parquet(table, sink)
     return io.info(path).size

@@ -30,12 +30,17 @@ _NULL_COMMIT = "null"  # what Hudi writes as prevCommit for a new file group
 
 @dataclass(frozen=True)
 class FileGroupChange:
-    """Rows to upsert (physical columns, one row per key) and record keys to delete."""
+    """Rows to upsert (physical columns, one row per key) and record keys to delete.
+
+    ``record_keys``, when given, are the upserted rows' record keys (in row order), so
+    the meta columns need not derive them again.
+    """
 
     partition_path: str
     file_id: str
     upserts: pa.Table | None = None
     deleted_keys: pa.Array | None = None  # record-key strings
+    record_keys: pa.Array | None = None
 
     @property
     def num_upserts(self) -> int:
@@ -82,17 +87,15 @@ def plan_file_group_write(
 
 def _records(meta: TableMeta, plan: FileGroupPlan, instant: str, file_name: str) -> pa.Table:
     change = plan.change
-    upserts = change.upserts
-    assert upserts is not None
-    if meta.integer_key is not None:
-        upserts = sort_by_key(upserts, meta.integer_key)
+    assert change.upserts is not None
     return with_meta_columns(
-        upserts,
+        change.upserts,
         instant=instant,
         task=plan.task,
         key_fields=meta.config.record_key_fields,
         partition_path=change.partition_path,
         file_name=file_name,
+        keys=change.record_keys,
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +31,7 @@ from memtier.errors import (
 )
 
 __all__ = [
+    "KeyColumns",
     "DEFAULT_PARTITION",
     "bucket_ids",
     "partition_paths",
@@ -93,17 +95,48 @@ def _key_values(table: pa.Table, key_fields: Sequence[str]) -> list[pa.Array]:
     return values
 
 
+@dataclass(frozen=True)
+class KeyColumns:
+    """A batch's record-key columns as the strings Hudi makes of them, validated once:
+    the record keys and the bucket ids both derive from them."""
+
+    fields: tuple[str, ...]
+    values: tuple[pa.Array, ...]
+
+    @classmethod
+    def of(cls, table: pa.Table, key_fields: Sequence[str]) -> KeyColumns:
+        return cls(tuple(key_fields), tuple(_key_values(table, key_fields)))
+
+    def record_keys(self) -> pa.StringArray:
+        """The ``_hoodie_record_key`` of every row."""
+        if len(self.values) == 1:
+            return self.values[0]
+        parts: list[pa.Array | pa.Scalar] = []
+        for i, (name, column) in enumerate(zip(self.fields, self.values, strict=True)):
+            empty = pc.equal(pc.binary_length(column), 0)
+            column = pc.if_else(empty, pa.scalar(EMPTY_KEY), column)
+            parts += [pa.scalar(f"{',' if i else ''}{name}:"), column]
+        return pc.binary_join_element_wise(*parts, "")
+
+    def bucket_ids(self, num_buckets: int) -> np.ndarray:
+        """The Hudi bucket index bucket (int32) of every row."""
+        if num_buckets <= 0:
+            raise InvalidArgumentError(f"the number of buckets must be positive, got {num_buckets}")
+        values = list(self.values)
+        h = np.ones(len(values[0]), np.uint32)
+        for column in values:
+            h = h * np.uint32(31) + _string_hashes(column)
+        odd = _parsed_apart(values)
+        if odd.any():
+            keys = self.record_keys()
+            for row in np.flatnonzero(odd):
+                h[row] = _list_hash(_hudi_key_values(keys[int(row)].as_py(), self.fields))
+        return ((h & np.uint32(0x7FFFFFFF)) % np.uint32(num_buckets)).astype(np.int32)
+
+
 def record_keys(table: pa.Table, key_fields: Sequence[str]) -> pa.StringArray:
     """The ``_hoodie_record_key`` of every row."""
-    values = _key_values(table, key_fields)
-    if len(values) == 1:
-        return values[0]
-    parts: list[pa.Array | pa.Scalar] = []
-    for i, (name, column) in enumerate(zip(key_fields, values, strict=True)):
-        empty = pc.equal(pc.binary_length(column), 0)
-        column = pc.if_else(empty, pa.scalar(EMPTY_KEY), column)
-        parts += [pa.scalar(f"{',' if i else ''}{name}:"), column]
-    return pc.binary_join_element_wise(*parts, "")
+    return KeyColumns.of(table, key_fields).record_keys()
 
 
 # ---------------------------------------------------------------------------------------
@@ -238,18 +271,7 @@ def _parsed_apart(values: list[pa.Array]) -> np.ndarray:
 
 def bucket_ids(table: pa.Table, key_fields: Sequence[str], num_buckets: int) -> np.ndarray:
     """The Hudi bucket index bucket (int32) of every row."""
-    if num_buckets <= 0:
-        raise InvalidArgumentError(f"the number of buckets must be positive, got {num_buckets}")
-    values = _key_values(table, key_fields)
-    h = np.ones(table.num_rows, np.uint32)
-    for column in values:
-        h = h * np.uint32(31) + _string_hashes(column)
-    odd = _parsed_apart(values)
-    if odd.any():
-        keys = record_keys(table, key_fields)
-        for row in np.flatnonzero(odd):
-            h[row] = _list_hash(_hudi_key_values(keys[int(row)].as_py(), key_fields))
-    return ((h & np.uint32(0x7FFFFFFF)) % np.uint32(num_buckets)).astype(np.int32)
+    return KeyColumns.of(table, key_fields).bucket_ids(num_buckets)
 
 
 # ---------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from memtier.hudi.avro import (
     encode_framed,
     encode_records,
 )
+from memtier.hudi.parquetfile import write_parquet
 
 __all__ = [
     "MAGIC",
@@ -286,13 +287,16 @@ def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
             columns.append(pa.nulls(table.num_rows, field.type))
             continue
         column = table.column(field.name)
+        if pat.is_dictionary(column.type) and column.type.value_type == field.type:
+            columns.append(column)  # constant meta columns stay dictionaries in Parquet
+            continue
         try:
             columns.append(column if column.type == field.type else column.cast(field.type))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise SchemaMismatchError(
                 f"column {field.name!r}: {column.type} does not fit {field.type}: {e}"
             ) from e
-    return pa.Table.from_arrays(columns, schema=schema)
+    return pa.Table.from_arrays(columns, names=schema.names)
 
 
 def avro_data_block(records: pa.Table, avro_schema_with_meta: dict, instant: str) -> pa.Buffer:
@@ -320,7 +324,7 @@ def parquet_data_block(records: pa.Table, avro_schema_with_meta: dict, instant: 
     ``records`` with the columns and types of ``avro_schema_with_meta``."""
     table = _conformed(records, avro_to_arrow_schema(avro_schema_with_meta))
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, store_schema=False)
+    write_parquet(table, sink)
     header = _data_header(avro_schema_with_meta, instant)
     return _block(BlockType.PARQUET_DATA, header, sink.getvalue().to_pybytes())
 

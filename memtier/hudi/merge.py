@@ -1,14 +1,19 @@
-"""Merging one file group: a base file plus its log entries, by record key.
+"""Merging one file group: a base file plus its log entries, by record key, as Hudi does.
 
-Semantics (sequential, so compaction never changes a result): entries apply in log order
-after the base file; an upsert replaces the key's current version unless that version
-has a strictly greater ordering value (ties go to the later write); a delete removes the
-key, and a later upsert brings it back whatever its ordering value. Without an ordering
-field the later write always wins.
+Semantics (Java Hudi's ``HoodieMergedLogRecordScanner`` + ``DefaultHoodieRecordPayload``,
+and hudi-rs 0.5; checked against hudi-rs by the property tests):
 
-hudi-rs 0.5 differs in one corner: it picks the greatest ordering value across *all*
-versions before applying deletes, so a key re-inserted after a delete with an ordering
-value lower than a pre-delete version reads as deleted there. Tests model both.
+1. Log entries fold in order into one buffered state per key: a record replaces the
+   buffered record unless that one has a strictly greater ordering value (ties go to the
+   later write); a delete (Hudi's zero ordering value: "by commit order") replaces
+   whatever is buffered, and any record after it replaces the delete.
+2. The buffered state then merges with the base record: a buffered delete removes it; a
+   buffered record replaces it unless the base record's ordering value is strictly
+   greater. Without an ordering field the later write always wins.
+
+So a merge-on-read read depends on which versions sit in the base file: a key deleted and
+re-inserted (in the logs) with an ordering value below its base version reads as the base
+version, in every Hudi engine, until compaction folds the logs in the same way.
 
 The merge is vectorized. Base files hold each key once, so only the (small) log side is
 ever sorted; base rows are matched against it by binary search when the base keys are
@@ -56,11 +61,20 @@ def merge_file_group(
     deletes = [(i, e.deleted_keys) for i, e in enumerate(entries) if e.deleted_keys is not None]
     if not data and not deletes:
         return base
+    key_type = _key_type(base, data, spec)
     winners = _log_winners(data, deletes, spec)
-    deleted = _unique_deleted(deletes, spec, base)
+    deleted = _deleted_in_buffer(deletes, winners, spec, key_type)
     if base is None or base.num_rows == 0:
         return winners if winners is not None else base
     return _merge_with_base(base, winners, deleted, spec)
+
+
+def _key_type(base: pa.Table | None, data: list[tuple[int, pa.Table]], spec: MergeSpec) -> pa.DataType:
+    if base is not None:
+        return base.schema.field(spec.key_column).type
+    if data:
+        return data[0][1].schema.field(spec.key_column).type
+    return pa.string()
 
 
 def _positions(entry_index: int, rows: int) -> np.ndarray:
@@ -152,15 +166,18 @@ def _last_delete_positions(
     return grouped.column("k").combine_chunks(), grouped.column("p_max").to_numpy()
 
 
-def _unique_deleted(
-    deletes: list[tuple[int, pa.Array]], spec: MergeSpec, base: pa.Table | None
+def _deleted_in_buffer(
+    deletes: list[tuple[int, pa.Array]], winners: pa.Table | None, spec: MergeSpec, key_type: pa.DataType
 ) -> pa.Array | None:
-    """Every key deleted anywhere in the logs (all deletes come after the base file)."""
-    if not deletes or base is None:
-        return None
-    key_type = base.schema.field(spec.key_column).type
+    """Keys whose buffered state is a delete: deleted, with no record surviving after."""
     arrays = [_key_array(k, key_type) for _, k in deletes if len(k)]
-    return pc.unique(pa.concat_arrays(arrays)) if arrays else None
+    if not arrays:
+        return None
+    deleted = pc.unique(pa.concat_arrays(arrays))
+    if winners is None or winners.num_rows == 0:
+        return deleted
+    survivors = winners.column(spec.key_column).combine_chunks()
+    return deleted.filter(pc.invert(pc.is_in(deleted, value_set=survivors)))
 
 
 def _sorted_integer_keys(keys: pa.Array) -> np.ndarray | None:
@@ -193,6 +210,8 @@ def _find_in_base(base_keys: pa.Array, probe: pa.Array) -> tuple[np.ndarray, np.
 def _merge_with_base(
     base: pa.Table, winners: pa.Table | None, deleted: pa.Array | None, spec: MergeSpec
 ) -> pa.Table:
+    """Hudi's final merge: buffered deletes remove base rows; a buffered record replaces
+    its base row unless the base row's ordering value is strictly greater."""
     base_keys = base.column(spec.key_column).combine_chunks()
     keep_base = np.ones(base.num_rows, dtype=bool)
     if deleted is not None and len(deleted):
@@ -201,19 +220,17 @@ def _merge_with_base(
     if winners is None or winners.num_rows == 0:
         return base.filter(pa.array(keep_base)) if not keep_base.all() else base
     keep_winner = np.ones(winners.num_rows, dtype=bool)
-    winner_keys = winners.column(spec.key_column).combine_chunks()
-    found, rows = _find_in_base(base_keys, winner_keys)
+    found, rows = _find_in_base(base_keys, winners.column(spec.key_column).combine_chunks())
     if len(found):
-        live = keep_base[rows]  # base rows not deleted: ordering decides against them
-        if spec.ordering_column is not None and live.any():
-            base_ord = base.column(spec.ordering_column).take(pa.array(rows[live]))
-            log_ord = winners.column(spec.ordering_column).take(pa.array(found[live]))
+        if spec.ordering_column is not None:
+            base_ord = base.column(spec.ordering_column).take(pa.array(rows))
+            log_ord = winners.column(spec.ordering_column).take(pa.array(found))
             base_wins = pc.fill_null(pc.greater(base_ord, log_ord.cast(base_ord.type)), False)
             base_wins_np = base_wins.to_numpy(zero_copy_only=False)
-            keep_winner[found[live][base_wins_np]] = False
-            keep_base[rows[live][~base_wins_np]] = False
+            keep_winner[found[base_wins_np]] = False
+            keep_base[rows[~base_wins_np]] = False
         else:
-            keep_base[rows[live]] = False
+            keep_base[rows] = False
     merged_base = base.filter(pa.array(keep_base)) if not keep_base.all() else base
     kept = winners.filter(pa.array(keep_winner)) if not keep_winner.all() else winners
     if kept.schema != merged_base.schema:

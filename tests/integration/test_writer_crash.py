@@ -22,7 +22,7 @@ COLUMNS = ["id", "version", "part", "v"]
 
 
 def expected_after(batches: int) -> list[tuple]:
-    model = TableModel(key=lambda r: r["id"], ordering_field="version")
+    model = TableModel(("id",), "version", ("part",), buckets=2)
     for i in range(batches):
         model.upsert(i + 1, batch(i).to_pylist())
     return project(model.rows(), COLUMNS)

@@ -1,89 +1,162 @@
-"""A plain-Python model of a keyed table: what every reader must return.
+"""A plain-Python model of a keyed Hudi table: what every reader must return.
 
-``TableModel`` applies writes sequentially (memtier's semantics, which compaction
-preserves); ``hudi_rs_view`` gives the rows hudi-rs 0.5 returns for the same history,
-which differ only for keys re-inserted after a delete with an ordering value lower than
-a version the delete removed (hudi-rs takes the greatest ordering across all versions
-before applying deletes).
+It keeps what Hudi keeps, per file group (partition, bucket): a base version of each key
+and, for merge-on-read, the log written since. Reads apply Hudi's merge record by record
+(a log fold, then a merge with the base; see ``memtier.hudi.merge``), copy-on-write
+applies it at every commit. Bucket ids use its own Java ``List<String>.hashCode``, so the
+model shares no code with what it checks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 Row = dict[str, Any]
 
 
-@dataclass
-class _Version:
+def _java_string_hash(text: str) -> int:
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
+    return h
+
+
+def bucket_of(values: Sequence[str], buckets: int) -> int:
+    """Hudi's bucket: ``(List<String>.hashCode & Integer.MAX_VALUE) % buckets``."""
+    h = 1
+    for value in values:
+        h = (31 * h + _java_string_hash(value)) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % buckets
+
+
+def _key_string(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+@dataclass(frozen=True)
+class Version:
     row: Row
     ordering: Any
     commit: int
 
 
+_DELETE = "delete"
+
+
+@dataclass
+class _FileGroup:
+    base_commit: int
+    base: dict[Hashable, Version]
+    log: list[tuple[int, str, Any]] = field(default_factory=list)  # (commit, kind, payload)
+
+
 @dataclass
 class TableModel:
-    key: Callable[[Row], Hashable]
+    key_fields: tuple[str, ...]
     ordering_field: str | None
-    live: dict[Hashable, _Version] = field(default_factory=dict)
-    history: list[tuple[int, str, list[Row]]] = field(default_factory=list)
+    partition_fields: tuple[str, ...] = ()
+    buckets: int = 1
+    copy_on_write: bool = False
+    groups: dict[Hashable, _FileGroup] = field(default_factory=dict)
 
-    def _ordering(self, row: Row) -> Any:
+    # -- writes -----------------------------------------------------------------------
+    def key(self, row: Mapping[str, Any]) -> Hashable:
+        return tuple(row[f] for f in self.key_fields)
+
+    def _group(self, row: Mapping[str, Any]) -> Hashable:
+        partition = tuple(row[f] for f in self.partition_fields)
+        bucket = bucket_of([_key_string(row[f]) for f in self.key_fields], self.buckets)
+        return partition, bucket
+
+    def _ordering(self, row: Mapping[str, Any]) -> Any:
         return row[self.ordering_field] if self.ordering_field else 0
 
     def upsert(self, commit: int, batch: Iterable[Row]) -> None:
-        batch = list(batch)
-        self.history.append((commit, "upsert", batch))
-        for row in _precombine(batch, self.key, self._ordering):
-            current = self.live.get(self.key(row))
-            if current is None or self._ordering(row) >= current.ordering:
-                self.live[self.key(row)] = _Version(row, self._ordering(row), commit)
+        chosen: dict[Hashable, Version] = {}
+        for row in batch:  # pre-combine: greatest ordering, later rows winning ties
+            k = self.key(row)
+            if k not in chosen or self._ordering(row) >= chosen[k].ordering:
+                chosen[k] = Version(dict(row), self._ordering(row), commit)
+        by_group: dict[Hashable, dict[Hashable, Version]] = {}
+        for k, version in chosen.items():
+            by_group.setdefault(self._group(version.row), {})[k] = version
+        for g, versions in by_group.items():
+            self._apply(g, commit, "upsert", versions)
 
-    def delete(self, commit: int, keys: Iterable[Hashable]) -> None:
-        keys = list(keys)
-        self.history.append((commit, "delete", [{"__key": k} for k in keys]))
-        for k in keys:
-            self.live.pop(k, None)
+    def delete(self, commit: int, rows: Iterable[Mapping[str, Any]]) -> None:
+        by_group: dict[Hashable, set[Hashable]] = {}
+        for row in rows:
+            by_group.setdefault(self._group(row), set()).add(self.key(row))
+        for g, keys in by_group.items():
+            if g in self.groups:  # deleting from a file group that does not exist: no-op
+                self._apply(g, commit, _DELETE, keys)
+
+    def _apply(self, g: Hashable, commit: int, kind: str, payload: Any) -> None:
+        group = self.groups.get(g)
+        if group is None:
+            self.groups[g] = _FileGroup(commit, dict(payload))
+        elif self.copy_on_write:
+            group.base = self._merge(group.base, [(commit, kind, payload)])
+        else:
+            group.log.append((commit, kind, payload))
+
+    # -- Hudi's merge -----------------------------------------------------------------
+    def _wins(self, new: Any, current: Version | str | None) -> bool:
+        if current is None or current == _DELETE or self.ordering_field is None:
+            return True
+        return new >= current.ordering
+
+    def _merge(self, base: Mapping[Hashable, Version], log: Sequence[tuple[int, str, Any]]) -> dict:
+        buffer: dict[Hashable, Version | str] = {}
+        for _commit, kind, payload in log:
+            if kind == _DELETE:
+                buffer.update(dict.fromkeys(payload, _DELETE))
+                continue
+            for k, version in payload.items():
+                if self._wins(version.ordering, buffer.get(k)):
+                    buffer[k] = version
+        merged = dict(base)
+        for k, state in buffer.items():
+            if state == _DELETE:
+                merged.pop(k, None)
+            elif k not in merged or self._wins(state.ordering, merged[k]):
+                merged[k] = state
+        return merged
+
+    # -- reads ------------------------------------------------------------------------
+    def versions(self, start: int = 0, end: int | None = None) -> list[Version]:
+        """Live versions; with a range, only what commits in (start, end] wrote is merged
+        (hudi-rs's incremental read of merge-on-read tables)."""
+
+        def in_range(commit: int) -> bool:
+            return start < commit and (end is None or commit <= end)
+
+        out: list[Version] = []
+        for group in self.groups.values():
+            if start == 0 and end is None:
+                out.extend(self._merge(group.base, group.log).values())
+                continue
+            base = group.base if in_range(group.base_commit) else {}
+            log = [entry for entry in group.log if in_range(entry[0])]
+            out.extend(v for v in self._merge(base, log).values() if in_range(v.commit))
+        return out
 
     def rows(self) -> list[Row]:
-        return [v.row for v in self.live.values()]
+        return [v.row for v in self.versions()]
 
     def changed_since(self, start: int, end: int) -> list[Row]:
-        """Live rows whose current version was written by a commit in (start, end]."""
-        return [v.row for v in self.live.values() if start < v.commit <= end]
+        """Live rows whose current version was written by a commit in (start, end]
+        (memtier's and Java Hudi's incremental read)."""
+        return [v.row for v in self.versions() if start < v.commit <= end]
 
-    def hudi_rs_view(self, start: int = 0, end: int | None = None) -> list[Row]:
-        """What hudi-rs returns: per key the greatest (ordering, commit) version, unless a
-        later-committed delete exists. With ``start``/``end``: its incremental read, which
-        merges only what commits in (start, end] wrote (memtier, like Java Hudi, returns
-        the merged state of keys last written in that range: :meth:`changed_since`)."""
-        best: dict[Hashable, _Version] = {}
-        last_delete: dict[Hashable, int] = {}
-        for commit, kind, batch in self.history:
-            if commit <= start or (end is not None and commit > end):
-                continue
-            if kind == "delete":
-                for item in batch:
-                    last_delete[item["__key"]] = commit
-                continue
-            for row in _precombine(batch, self.key, self._ordering):
-                k, o = self.key(row), self._ordering(row)
-                current = best.get(k)
-                if current is None or (o, commit) >= (current.ordering, current.commit):
-                    best[k] = _Version(row, o, commit)
-        return [v.row for k, v in best.items() if last_delete.get(k, -1) <= v.commit]
-
-
-def _precombine(batch: list[Row], key: Callable[[Row], Hashable], ordering: Callable[[Row], Any]) -> list[Row]:
-    """One row per key: the greatest ordering value, later rows winning ties."""
-    chosen: dict[Hashable, Row] = {}
-    for row in batch:
-        k = key(row)
-        if k not in chosen or ordering(row) >= ordering(chosen[k]):
-            chosen[k] = row
-    return list(chosen.values())
+    def hudi_rs_incremental(self, start: int, end: int) -> list[Row]:
+        """hudi-rs's incremental read of a merge-on-read table (on copy-on-write tables it
+        returns :meth:`changed_since`)."""
+        assert not self.copy_on_write
+        return [v.row for v in self.versions(start, end)]
 
 
 def project(rows: Iterable[Mapping[str, Any]], columns: list[str]) -> list[tuple]:

@@ -36,11 +36,6 @@ def batch_for(producer: int, seq: int, rows: int | None = None) -> pa.RecordBatc
     )
 
 
-# pyarrow imports pandas lazily on its first conversion from Python objects; that first
-# import, hit by several threads at once, can deadlock, so it happens here, up front.
-batch_for(0, 0)
-
-
 def header(file_group: str = "fg", block_id: int = 1, schema: pa.Schema = SCHEMA) -> WalHeader:
     return WalHeader("table", "date=2024-01-01", file_group, block_id, schema, 1_700_000_000_000)
 
