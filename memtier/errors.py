@@ -77,6 +77,13 @@ class TableExistsError(MemtierError):
     """Creating a table where one already exists."""
 
 
+class TableNotFoundError(MemtierError, KeyError):
+    """No table of that name in the catalog."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
 class UnsupportedTableError(MemtierError):
     """A Hudi table version, layout, file format or feature memtier cannot handle."""
 
@@ -109,6 +116,18 @@ class CommitFailedError(MemtierError):
 
 class CommitStateUnknownError(MemtierError):
     """The commit may or may not have landed. Never delete its files; re-read the timeline."""
+
+
+class TransactionError(MemtierError):
+    """A transaction call that its state does not allow (write to a committed one, ...)."""
+
+
+class NotOwnerError(MemtierError):
+    """A table server got rows of a bucket it does not own: refresh the routing and retry."""
+
+
+class BatchTooLargeError(MemtierError):
+    """A write batch exceeds the configured limit; split it."""
 
 
 class ConcurrentWriteError(CommitFailedError):

@@ -22,7 +22,7 @@ import posixpath
 import threading
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, BinaryIO
 from urllib.parse import urlsplit
@@ -111,6 +111,12 @@ class AppendFile(ABC):
     def write(self, data: bytes | memoryview) -> int:
         """Append ``data``; returns the file size after the write."""
 
+    def writev(self, parts: Sequence[bytes | memoryview]) -> int:
+        """Append ``parts`` in order (one system call where the store has one); returns the size."""
+        for part in parts:
+            self.write(part)
+        return self.size
+
     @abstractmethod
     def sync(self) -> None:
         """Make every byte written so far durable (fdatasync / hsync)."""
@@ -118,6 +124,14 @@ class AppendFile(ABC):
     @abstractmethod
     def close(self) -> None:
         """Close the file (does not imply ``sync``)."""
+
+    def drop_cache(self, length: int) -> None:  # noqa: B027 - an optional hook, no-op by default
+        """Let the OS drop the first ``length`` bytes, already synced, from its page cache.
+
+        For write-once logs that are rarely re-read: their pages would otherwise crowd out
+        memory that matters and cost a reclaim on every later write. A no-op where the store
+        keeps no local cache.
+        """
 
     @property
     @abstractmethod
@@ -265,6 +279,9 @@ def _fsync_path(path: str) -> None:
         os.close(fd)
 
 
+_IOV_MAX = os.sysconf("SC_IOV_MAX")  # buffers one os.writev may take
+
+
 class _LocalAppendFile(AppendFile):
     def __init__(self, path: str) -> None:
         self.path = path
@@ -285,8 +302,24 @@ class _LocalAppendFile(AppendFile):
             self._size += written
         return self._size
 
+    def writev(self, parts: Sequence[bytes | memoryview]) -> int:
+        for start in range(0, len(parts), _IOV_MAX):
+            chunk = parts[start : start + _IOV_MAX]
+            written = os.writev(self._fd, chunk)
+            self._size += written
+            if written < sum(memoryview(part).nbytes for part in chunk):  # short (rare)
+                for part in chunk:
+                    view = memoryview(part).cast("B")
+                    if written < len(view):
+                        self.write(view[written:])
+                    written = max(0, written - len(view))
+        return self._size
+
     def sync(self) -> None:
         os.fdatasync(self._fd)
+
+    def drop_cache(self, length: int) -> None:
+        os.posix_fadvise(self._fd, 0, length, os.POSIX_FADV_DONTNEED)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -635,8 +668,12 @@ class FsspecFileIO(FileIO):
 
         super().__init__(root, storage_options)
         self._protocol = urlsplit(root).scheme
-        self._fs = fsspec.filesystem(self._protocol, **self.storage_options)
+        self._fs = fsspec.filesystem(self._protocol, **self._filesystem_options())
         self._lock = threading.Lock()  # makes check-then-create exclusive in-process
+
+    def _filesystem_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``fsspec.filesystem``."""
+        return dict(self.storage_options)
 
     def _p(self, path: str) -> str:
         return self._fs._strip_protocol(path)
@@ -778,14 +815,20 @@ class HdfsFileIO(FsspecFileIO):
 
     def __init__(self, root: str, storage_options: Mapping[str, str] | None = None) -> None:
         try:
-            from hdfs_native import Client
+            import hdfs_native  # noqa: F401
         except ImportError as e:
             raise UnsupportedOperationError(
                 "hdfs:// needs the hdfs-native package: pip install 'memtier[hdfs]'"
             ) from e
-        super().__init__(root, storage_options)
-        netloc = urlsplit(root).netloc
-        self._client = Client(f"hdfs://{netloc}" if netloc else None)
+        try:
+            super().__init__(root, storage_options)
+        except RuntimeError as e:  # hdfs-native refuses a URI without a name node
+            raise InvalidArgumentError(f"cannot use HDFS at {root}: {e}") from e
+        self._client = self._fs.client
+
+    def _filesystem_options(self) -> dict[str, Any]:
+        split = urlsplit(self.root)
+        return {"host": split.hostname, "port": split.port, **self.storage_options}
 
     def _uri(self, native: str) -> str:
         return f"hdfs://{urlsplit(self.root).netloc}/{native.lstrip('/')}"

@@ -26,6 +26,7 @@ __all__ = [
     "WriteToken",
     "bucket_file_id",
     "bucket_of_file_id",
+    "bucket_or_none",
     "classify",
 ]
 
@@ -173,3 +174,9 @@ def bucket_of_file_id(file_id: str) -> int:
     if len(head) != 8 or not head.isdigit():
         raise InvalidArgumentError(f"file id {file_id!r} is not a bucket-index file id")
     return int(head)
+
+
+def bucket_or_none(file_id: str) -> int | None:
+    """The bucket of a bucket-index file id; None for other file ids."""
+    head = file_id[:8]
+    return int(head) if len(head) == 8 and head.isdigit() else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -15,13 +15,15 @@ import pyarrow.compute as pc
 
 from memtier.errors import InvalidArgumentError, UnknownColumnError
 from memtier.hudi.avro import META_FIELDS
+from memtier.hudi.filenames import bucket_or_none
 from memtier.hudi.filters import Filter, partition_predicate, to_expression, validate
 from memtier.hudi.fsview import FileSlice, FileSystemView
+from memtier.hudi.merge import LogEntry
 from memtier.hudi.slicereader import read_slice
 from memtier.hudi.tablemeta import COMMIT_TIME, TableMeta
 from memtier.hudi.timeline import Timeline
 
-__all__ = ["READ_MODES", "normalize_instant", "read_table"]
+__all__ = ["READ_MODES", "normalize_instant", "read_columns", "read_table"]
 
 READ_MODES = ("snapshot", "read_optimized", "incremental")
 _INSTANT = re.compile(r"\d{14}(\d{3})?")
@@ -55,6 +57,19 @@ def _output_columns(meta: TableMeta, columns: Sequence[str] | None, include_meta
     return [*[m for m in META_FIELDS if m not in chosen], *chosen] if include_meta else chosen
 
 
+def read_columns(
+    meta: TableMeta,
+    *,
+    mode: str = "snapshot",
+    columns: Sequence[str] | None = None,
+    filters: Sequence[Filter] | None = None,
+    include_meta: bool = False,
+) -> list[str]:
+    """The file columns a read loads: the projection, filter columns, merge key, ordering."""
+    checked = validate(filters, [*META_FIELDS, *meta.schema.names])
+    return _needed_columns(meta, _output_columns(meta, columns, include_meta), checked, mode)
+
+
 def _needed_columns(meta: TableMeta, wanted: Sequence[str], filters: Sequence[Filter], mode: str) -> list[str]:
     needed = set(wanted) | {f[0] for f in filters}
     if mode != "read_optimized":
@@ -77,10 +92,16 @@ def _touched_file_groups(meta: TableMeta, timeline: Timeline, start: str, end: s
 
 
 def _read_slices(
-    meta: TableMeta, slices: list[FileSlice], visible: Timeline, columns: list[str], with_logs: bool
+    meta: TableMeta,
+    slices: list[FileSlice],
+    visible: Timeline,
+    columns: list[str],
+    with_logs: bool,
+    extra: Mapping[tuple[str, str], Sequence[LogEntry]],
 ) -> list[pa.Table]:
     def one(slice_: FileSlice) -> pa.Table | None:
-        return read_slice(meta, slice_, visible, columns, with_logs=with_logs)
+        more = extra.get((slice_.partition_path, slice_.file_id), ())
+        return read_slice(meta, slice_, visible, columns, with_logs=with_logs, extra=more)
 
     workers = min(len(slices), os.cpu_count() or 1)
     if workers <= 1:
@@ -101,8 +122,15 @@ def read_table(
     columns: Sequence[str] | None = None,
     filters: Sequence[Filter] | None = None,
     include_meta: bool = False,
+    extra: Mapping[tuple[str, str], Sequence[LogEntry]] | None = None,
+    buckets: Collection[int] | None = None,
 ) -> pa.Table:
-    """Read the table; see :meth:`memtier.hudi.HudiTable.read`."""
+    """Read the table; see :meth:`memtier.hudi.HudiTable.read`.
+
+    ``extra`` adds log entries per file group ``(partition, file_id)`` after its log
+    files (rows held by table servers, not yet flushed); file groups that exist only
+    there are read too. Entries must hold :func:`read_columns` of the same request.
+    """
     if mode not in READ_MODES:
         raise InvalidArgumentError(f"mode must be one of {READ_MODES}, got {mode!r}")
     as_of_ts = normalize_instant(as_of, "as_of")
@@ -129,11 +157,21 @@ def read_table(
         meta.io, meta.base_path, timeline, as_of=point, partition_filter=predicate
     )
     slices = view.latest_slices()
+    extra = extra or {}
+    known = {(s.partition_path, s.file_id) for s in slices}
+    slices += [
+        FileSlice(partition, file_id, "")
+        for partition, file_id in sorted(extra)
+        if (partition, file_id) not in known and (predicate is None or predicate(partition))
+    ]
+    if buckets is not None:
+        bucket_set = set(buckets)
+        slices = [s for s in slices if bucket_or_none(s.file_id) in bucket_set]
     if mode == "incremental":
         touched = _touched_file_groups(meta, visible, start_ts, point)  # type: ignore[arg-type]
         slices = [s for s in slices if (s.partition_path, s.file_id) in touched]
     needed = _needed_columns(meta, wanted, checked, mode)
-    tables = _read_slices(meta, slices, visible, needed, with_logs=mode != "read_optimized")
+    tables = _read_slices(meta, slices, visible, needed, mode != "read_optimized", extra)
     file_schema = pa.schema([meta.file_schema.field(n) for n in needed])
     result = pa.concat_tables(tables) if tables else file_schema.empty_table()
     if mode == "incremental":

@@ -4,6 +4,7 @@ de-duplicated change per (partition, bucket), exactly as a Hudi bucket-index wri
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -16,7 +17,7 @@ from memtier.hudi.keys import KeyColumns, partition_paths
 from memtier.hudi.merge import latest_per_key
 from memtier.hudi.tablemeta import TableMeta
 
-__all__ = ["route"]
+__all__ = ["Located", "all_unique", "keep_latest", "locate", "route"]
 
 
 def _partition_codes(meta: TableMeta, table: pa.Table) -> tuple[np.ndarray, list[str]]:
@@ -31,20 +32,89 @@ def _partition_codes(meta: TableMeta, table: pa.Table) -> tuple[np.ndarray, list
     return codes, encoded.dictionary.to_pylist()
 
 
-def _unique_rows(
-    keys: pa.Array, integer_keys: np.ndarray | None, ordering: pa.Array | None
-) -> np.ndarray | None:
-    """Row order keeping one row per key (greatest ordering, later rows winning ties):
-    sorted by key when the keys are integers, None when every row may stay as it is."""
+def _small_codes(values: np.ndarray) -> np.ndarray:
+    """``values`` in the narrowest unsigned type: numpy radix-sorts 8/16-bit integers."""
+    top = int(values.max()) if len(values) else 0
+    for dtype in (np.uint8, np.uint16):
+        if top <= np.iinfo(dtype).max:
+            return values.astype(dtype)
+    return values
+
+
+def all_unique(keys: pa.Array, integer_keys: np.ndarray | None) -> bool:
+    """Whether no key repeats in the batch (then none repeats within a file group)."""
     if integer_keys is None:
-        return latest_per_key(keys, ordering, np.arange(len(keys), dtype=np.int64))
-    order = np.argsort(integer_keys, kind="stable")
-    ordered = integer_keys[order]
-    if len(ordered) < 2 or bool(np.all(ordered[1:] != ordered[:-1])):
-        return order
-    winners = latest_per_key(keys, ordering, np.arange(len(keys), dtype=np.int64))
-    assert winners is not None
-    return winners[np.argsort(integer_keys[winners], kind="stable")]
+        return pc.count_distinct(keys).as_py() == len(keys)
+    if len(integer_keys) < 2:
+        return True
+    low, high = int(integer_keys.min()), int(integer_keys.max())
+    if high - low < 8 * len(integer_keys):  # dense ids: count them, no sort
+        return int(np.bincount(integer_keys - low).max()) <= 1
+    ordered = np.sort(integer_keys)
+    return bool(np.all(ordered[1:] != ordered[:-1]))
+
+
+def _key_order(integer_keys: np.ndarray) -> np.ndarray | None:
+    """The order sorting these keys, or None when they already are."""
+    if len(integer_keys) < 2 or bool(np.all(integer_keys[1:] > integer_keys[:-1])):
+        return None
+    return np.argsort(integer_keys, kind="stable")
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a batch's rows go: record keys, and the rows of each (partition, bucket)."""
+
+    keys: pa.Array
+    integer_keys: np.ndarray | None  # the single integer key column, when there is one
+    groups: tuple[tuple[str, int, np.ndarray], ...]  # (partition, bucket, row indices)
+
+
+def locate(meta: TableMeta, table: pa.Table, *, integer_keys: bool = True) -> Located:
+    """Record keys, partition paths and buckets of ``table`` (physical columns), grouped."""
+    buckets = meta.config.buckets
+    if not buckets:
+        raise UnsupportedTableError(
+            f"table {meta.config.name} at {meta.base_path} has no bucket index "
+            "(hoodie.bucket.index.num.buckets); memtier writes bucket-indexed tables only"
+        )
+    key_columns = KeyColumns.of(table, meta.config.record_key_fields)
+    codes, partitions = _partition_codes(meta, table)
+    group = _small_codes(codes * buckets + key_columns.bucket_ids(buckets).astype(np.int64))
+    order = np.argsort(group, kind="stable")
+    sorted_groups = group[order]
+    starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
+    ends = np.r_[starts[1:], len(order)]
+    groups = tuple(
+        (partitions[int(sorted_groups[a]) // buckets], int(sorted_groups[a]) % buckets, order[a:b])
+        for a, b in zip(starts, ends, strict=True)
+    )
+    integer_key = meta.integer_key if integer_keys else None
+    values = table.column(integer_key).to_numpy() if integer_key else None
+    return Located(key_columns.record_keys(), values, groups)
+
+
+def keep_latest(
+    table: pa.Table,
+    keys: pa.Array,
+    integer_keys: np.ndarray | None,
+    ordering: str | None,
+    rows: np.ndarray,
+    *,
+    unique: bool,
+    sort: bool,
+) -> np.ndarray:
+    """``rows`` (in write order) reduced to one per key, as Hudi's pre-combine does
+    (greatest ordering value, later rows winning ties), and sorted by the integer key
+    when ``sort`` (base files are, so merges can binary-search them)."""
+    if not unique:
+        values = table.column(ordering).take(pa.array(rows)).combine_chunks() if ordering else None
+        keep = latest_per_key(keys.take(pa.array(rows)), values, np.arange(len(rows), dtype=np.int64))
+        rows = rows if keep is None else np.sort(rows[keep])
+    if sort and integer_keys is not None:
+        by_key = _key_order(integer_keys[rows])
+        rows = rows if by_key is None else rows[by_key]
+    return rows
 
 
 def route(
@@ -58,43 +128,38 @@ def route(
 
     ``table`` holds physical columns (all of them, or for deletes at least the key and
     partition columns); ``existing`` maps (partition, bucket) to the file id already
-    there. Upserts keep one row per key, as Hudi's pre-combine does, sorted by key when
-    the key is one integer column (so base files can be binary-searched).
+    there. Upserts keep one row per key (:func:`keep_latest`); rows for a new file group
+    (its base file) are sorted by key when the key is one integer column.
     """
-    buckets = meta.config.buckets
-    if not buckets:
-        raise UnsupportedTableError(
-            f"table {meta.config.name} at {meta.base_path} has no bucket index "
-            "(hoodie.bucket.index.num.buckets); memtier writes bucket-indexed tables only"
-        )
-    key_columns = KeyColumns.of(table, meta.config.record_key_fields)
-    keys = key_columns.record_keys()
-    codes, partitions = _partition_codes(meta, table)
-    group = codes * buckets + key_columns.bucket_ids(buckets).astype(np.int64)
-    order = np.argsort(group, kind="stable")
-    sorted_groups = group[order]
-    starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
-    ends = np.r_[starts[1:], len(order)]
-    integer_key = meta.integer_key if not deletes else None
-    all_integer_keys = table.column(integer_key).to_numpy() if integer_key else None
+    located = locate(meta, table, integer_keys=not deletes)
+    unique = deletes or all_unique(located.keys, located.integer_keys)
     ordering = meta.merge_spec.ordering_column
-    changes = []
-    for start, end in zip(starts, ends, strict=True):
-        code = int(sorted_groups[start])
-        partition, bucket = partitions[code // buckets], code % buckets
-        file_id = existing.get((partition, bucket)) or bucket_file_id(bucket)
-        rows = order[start:end]
-        group_keys = keys.take(pa.array(rows))
-        if deletes:
-            changes.append(FileGroupChange(partition, file_id, deleted_keys=pc.unique(group_keys)))
-            continue
-        order_values = table.column(ordering).take(pa.array(rows)).combine_chunks() if ordering else None
-        integer_keys = all_integer_keys[rows] if all_integer_keys is not None else None
-        keep = _unique_rows(group_keys, integer_keys, order_values)
-        if keep is not None:
-            rows = rows[keep]
-            group_keys = group_keys.take(pa.array(keep))
-        changes.append(
-            FileGroupChange(partition, file_id, upserts=table.take(pa.array(rows)), record_keys=group_keys)
+    targets, selections = [], []
+    for partition, bucket, rows in located.groups:
+        new_group = (partition, bucket) not in existing
+        rows = keep_latest(
+            table, located.keys, located.integer_keys, ordering, rows, unique=unique, sort=new_group
         )
+        targets.append((partition, existing.get((partition, bucket)) or bucket_file_id(bucket)))
+        selections.append(rows)
+    chosen = pa.array(np.concatenate(selections)) if selections else pa.array([], pa.int64())
+    chosen_keys = located.keys.take(chosen)
+    if deletes:
+        changes, offset = [], 0
+        for (partition, file_id), rows in zip(targets, selections, strict=True):
+            group_keys = chosen_keys.slice(offset, len(rows))
+            changes.append(FileGroupChange(partition, file_id, deleted_keys=pc.unique(group_keys)))
+            offset += len(rows)
+        return changes
+    chosen_rows = table.take(chosen)
+    changes, offset = [], 0
+    for (partition, file_id), rows in zip(targets, selections, strict=True):
+        changes.append(
+            FileGroupChange(
+                partition, file_id,
+                upserts=chosen_rows.slice(offset, len(rows)),
+                record_keys=chosen_keys.slice(offset, len(rows)),
+            )
+        )
+        offset += len(rows)
     return changes

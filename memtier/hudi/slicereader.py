@@ -115,11 +115,16 @@ def read_slice(
     columns: Sequence[str],
     *,
     with_logs: bool = True,
+    extra: Sequence[LogEntry] = (),
 ) -> pa.Table | None:
-    """The slice's live rows (``columns`` only; must include the merge key and ordering)."""
+    """The slice's live rows (``columns`` only; must include the merge key and ordering).
+
+    ``extra`` entries come after the slice's log blocks: rows not yet flushed into the
+    table (from table-server memory or WAL), merged exactly as later log blocks would be.
+    """
     base_path = slice_.base_file_path(meta.base_path)
     base = read_base_file(meta, base_path, columns) if base_path is not None else None
-    if not with_logs or not slice_.log_files:
+    if not with_logs or (not slice_.log_files and not extra):
         return base
-    entries = read_log_entries(meta, slice_, visible, columns)
-    return merge_file_group(base, entries, meta.merge_spec)
+    entries = read_log_entries(meta, slice_, visible, columns) if slice_.log_files else []
+    return merge_file_group(base, [*entries, *extra], meta.merge_spec)

@@ -26,7 +26,12 @@ from memtier.errors import (
     InvalidArgumentError,
 )
 from memtier.hudi.commit import CommitMetadata, WriteStat
-from memtier.hudi.filegroup import FileGroupPlan, plan_file_group_write, write_file_group
+from memtier.hudi.filegroup import (
+    FileGroupChange,
+    FileGroupPlan,
+    plan_file_group_write,
+    write_file_group,
+)
 from memtier.hudi.filenames import BaseFile, bucket_of_file_id, classify
 from memtier.hudi.fsview import FileSystemView, list_data_files
 from memtier.hudi.routing import route
@@ -35,7 +40,17 @@ from memtier.hudi.tablemeta import TableMeta
 from memtier.hudi.timeline import Instant, State, Timeline, TimelineWriter, new_instant_time
 from memtier.io import basename, join, parent, relpath
 
-__all__ = ["OPERATIONS", "rollback_instant", "rollback_pending", "write_batch"]
+__all__ = [
+    "OPERATIONS",
+    "commit_metadata",
+    "ensure_partition_metadata",
+    "plan_changes",
+    "planned_metadata",
+    "rollback_instant",
+    "rollback_pending",
+    "write_batch",
+    "write_files",
+]
 
 log = logging.getLogger(__name__)
 
@@ -67,19 +82,39 @@ def _existing_buckets(view: FileSystemView) -> dict[tuple[str, int], str]:
     return existing
 
 
-def _stats_metadata(meta: TableMeta, stats: Sequence[WriteStat], operation: str) -> CommitMetadata:
+def commit_metadata(
+    meta: TableMeta, stats: Sequence[WriteStat], operation: str, extra: dict[str, str] | None = None
+) -> CommitMetadata:
+    """The commit's metadata: one write stat per file, the schema, ``extra`` keys."""
     by_partition: dict[str, list[WriteStat]] = {}
     for stat in stats:
         by_partition.setdefault(stat.partition_path, []).append(stat)
     return CommitMetadata(
         partition_to_write_stats={p: tuple(s) for p, s in by_partition.items()},
-        extra_metadata={"schema": json.dumps(meta.avro_schema)},
+        extra_metadata={"schema": json.dumps(meta.avro_schema), **(extra or {})},
         operation_type=operation,
     )
 
 
+def planned_metadata(meta: TableMeta, plans: Sequence[FileGroupPlan], operation: str) -> CommitMetadata:
+    """The inflight's content: skeleton stats naming every file the write will create."""
+    return commit_metadata(meta, _planned_stats(plans), operation)
+
+
+def plan_changes(
+    meta: TableMeta, changes: Sequence[FileGroupChange], view: FileSystemView, instant: str
+) -> list[FileGroupPlan]:
+    """One file to write per change that changes anything."""
+    plans = []
+    for task, change in enumerate(changes):
+        slice_ = view.latest_slice(change.partition_path, change.file_id)
+        plan = plan_file_group_write(meta, change, slice_, instant, task)
+        if plan is not None:
+            plans.append(plan)
+    return plans
+
+
 def _planned_stats(plans: Sequence[FileGroupPlan]) -> list[WriteStat]:
-    """Skeleton stats naming each file a write will create (the inflight's content)."""
     return [
         WriteStat(
             file_id=p.change.file_id, path=p.relative_path, partition_path=p.change.partition_path,
@@ -99,13 +134,7 @@ def write_batch(meta: TableMeta, data: Any, operation: str = "upsert") -> str | 
     view = FileSystemView.build(meta.io, meta.base_path, timeline)
     changes = route(meta, table, deletes=operation == "delete", existing=_existing_buckets(view))
     instant = new_instant_time(timeline.last_timestamp())
-    plans = []
-    for task, change in enumerate(changes):
-        plan = plan_file_group_write(
-            meta, change, view.latest_slice(change.partition_path, change.file_id), instant, task
-        )
-        if plan is not None:
-            plans.append(plan)
+    plans = plan_changes(meta, changes, view, instant)
     if not plans:
         return None
     writer = TimelineWriter(meta.io, meta.base_path)
@@ -115,12 +144,10 @@ def write_batch(meta: TableMeta, data: Any, operation: str = "upsert") -> str | 
         requested = writer.request(instant, action)
     except AlreadyExistsError as e:
         raise CommitFailedError(f"instant {instant} was taken by another writer; retry") from e
-    inflight = writer.inflight(
-        requested, _stats_metadata(meta, _planned_stats(plans), hudi_operation).to_json()
-    )
-    _ensure_partition_metadata(meta, {p.change.partition_path for p in plans}, instant)
-    stats = _write_all(meta, plans, instant, timeline)
-    content = _stats_metadata(meta, stats, hudi_operation).to_json()
+    inflight = writer.inflight(requested, planned_metadata(meta, plans, hudi_operation).to_json())
+    ensure_partition_metadata(meta, {p.change.partition_path for p in plans}, instant)
+    stats = write_files(meta, plans, instant, timeline)
+    content = commit_metadata(meta, stats, hudi_operation).to_json()
     try:
         writer.complete(inflight, content)
     except Exception as e:
@@ -130,9 +157,11 @@ def write_batch(meta: TableMeta, data: Any, operation: str = "upsert") -> str | 
     return instant
 
 
-def _write_all(
+def write_files(
     meta: TableMeta, plans: Sequence[FileGroupPlan], instant: str, timeline: Timeline
 ) -> list[WriteStat]:
+    """Write every plan's file durably (in parallel threads); their write stats."""
+
     def one(plan: FileGroupPlan) -> WriteStat:
         return write_file_group(meta, plan, instant, timeline)
 
@@ -143,7 +172,7 @@ def _write_all(
         return list(pool.map(one, plans))
 
 
-def _ensure_partition_metadata(meta: TableMeta, partitions: set[str], instant: str) -> None:
+def ensure_partition_metadata(meta: TableMeta, partitions: set[str], instant: str) -> None:
     """Every partition folder holds ``.hoodie_partition_metadata`` (Java readers need it)."""
     depth = len(meta.config.partition_fields)
     for partition in partitions:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from memtier.io import FileIO
+from memtier.io import FileIO, FsspecFileIO
 from memtier.wal import FrameLocation, GroupCommitter, WalFileName, WalHeader, WalWriter
 
 SCHEMA = pa.schema(
@@ -15,6 +15,12 @@ SCHEMA = pa.schema(
         ("payload", pa.string()),
     ]
 )
+
+
+class ObjectStoreOnMemory(FsspecFileIO):
+    """``memory://`` behaving like an object store: no appends, so one object per commit."""
+
+    supports_append = False
 
 
 def producer_id(producer: int) -> bytes:

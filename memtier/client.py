@@ -1,0 +1,438 @@
+"""The memtier client: create tables, write (auto-commit or in transactions), read the
+freshest rows (memory, then WAL, then files, merged per file group), look keys up.
+
+A :class:`Client` talks to a master and to table servers through two small interfaces
+that the core objects (in-process) and their RPC proxies (any process: no Ray needed)
+both offer, so the same client code runs in tests and against a cluster.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from memtier.errors import (
+    InvalidArgumentError,
+    NotOwnerError,
+    RpcError,
+    TransactionError,
+)
+from memtier.hudi.filters import Filter
+from memtier.hudi.keys import KeyColumns
+from memtier.hudi.merge import LogEntry
+from memtier.hudi.reader import read_columns, read_table
+from memtier.hudi.schema import to_table
+from memtier.hudi.slicereader import conform_columns
+from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
+from memtier.io import open_fileio
+from memtier.master.state import AUTOCOMMIT, TxnSnapshot
+from memtier.tableserver.server import FILE_ID_COLUMN, PARTITION_COLUMN, WriteAck
+
+__all__ = ["Client", "MasterAPI", "ServerAPI", "Transaction", "WriteResult"]
+
+log = logging.getLogger(__name__)
+
+READ_MODES = ("latest", "committed", "read_optimized")
+#: How long a write keeps retrying while table servers restart or buckets move.
+RETRY_SECONDS = 30.0
+
+
+class MasterAPI(Protocol):
+    """What the client calls on the master (a :class:`~memtier.master.Master` or its proxy)."""
+
+    def create_table(self, name: str, schema: pa.Schema, record_key: Any, **options: Any) -> dict[str, Any]: ...
+    def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None) -> dict[str, Any]: ...
+    def drop_table(self, name: str, *, purge: bool = False) -> None: ...
+    def list_tables(self) -> list[str]: ...
+    def describe_table(self, name: str) -> dict[str, Any]: ...
+    def read_plan(self, table: str) -> dict[str, Any]: ...
+    def begin_txn(self, table: str, writer: str, batch: str) -> dict[str, Any]: ...
+    def commit_txn(self, txn_id: int) -> str: ...
+    def abort_txn(self, txn_id: int) -> str: ...
+    def status(self) -> dict[str, Any]: ...
+
+
+class ServerAPI(Protocol):
+    """What the client calls on a table server (the object or its proxy)."""
+
+    def write(self, table: str, data: Any, *, txn_id: int, producer_id: bytes, producer_seq: int) -> WriteAck: ...
+    def read(self, table: str, *, as_of_instant: str | None, snapshot: TxnSnapshot | None = None,
+             columns: list[str] | None = None, buckets: Any = None) -> pa.Table: ...
+    def flush(self, table: str | None = None, *, seal: bool = False) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """A write's acknowledgement, summed over the table servers it went to."""
+
+    rows: int
+    duplicate_rows: int
+    file_groups: int
+    evicted_bytes: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Routing:
+    """A table as the client routes it (from the master's description)."""
+
+    name: str
+    schema: pa.Schema
+    record_key: tuple[str, ...]
+    buckets: int
+    routing: Mapping[int, str]  # bucket -> server id
+    servers: Mapping[str, str]  # server id -> location
+
+    @classmethod
+    def of(cls, description: Mapping[str, Any]) -> _Routing:
+        return cls(
+            description["name"],
+            pa.ipc.read_schema(pa.py_buffer(description["schema"])),
+            tuple(description["record_key"]),
+            int(description["buckets"] or 0),
+            {int(b): s for b, s in description["routing"].items()},
+            dict(description["servers"]),
+        )
+
+    def server_buckets(self) -> dict[str, list[int]]:
+        owned: dict[str, list[int]] = {}
+        for bucket, server in sorted(self.routing.items()):
+            owned.setdefault(server, []).append(bucket)
+        return owned
+
+
+class Client:
+    """A connection to one memtier cluster; thread-safe."""
+
+    def __init__(
+        self,
+        master: MasterAPI,
+        server: Callable[[str, str], ServerAPI],
+        *,
+        producer_id: bytes | None = None,
+    ) -> None:
+        """``server(server_id, location)`` gives the handle of one table server."""
+        self.master = master
+        self._server_factory = server
+        self._servers: dict[str, ServerAPI] = {}
+        self.producer_id = producer_id or uuid.uuid4().bytes
+        self._seq = itertools.count(1)
+        self._routes: dict[str, _Routing] = {}
+        self._metas: dict[str, TableMeta] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(4, thread_name_prefix="memtier-client")
+
+    # == catalog =========================================================================
+    def create_table(
+        self,
+        name: str,
+        schema: pa.Schema,
+        *,
+        record_key: str | Sequence[str],
+        ordering_field: str | None = None,
+        partition_fields: str | Sequence[str] | None = None,
+        buckets: int = 4,
+        path: str | None = None,
+        table_type: str = "MERGE_ON_READ",
+        storage_options: Mapping[str, str] | None = None,
+        log_block_format: str = "avro",
+    ) -> dict[str, Any]:
+        """Create a table (a Hudi table at ``path``, by default under the cluster root)."""
+        return self.master.create_table(
+            name, schema, record_key, ordering_field=ordering_field,
+            partition_fields=partition_fields, buckets=buckets, table_type=table_type, path=path,
+            storage_options=storage_options, log_block_format=log_block_format,
+        )
+
+    def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Serve an existing Hudi table under ``name``."""
+        return self.master.register_table(name, path, storage_options)
+
+    def drop_table(self, name: str, *, purge: bool = False) -> None:
+        self.master.drop_table(name, purge=purge)
+        with self._lock:
+            self._routes.pop(name, None)
+            self._metas.pop(name, None)
+
+    def list_tables(self) -> list[str]:
+        return self.master.list_tables()
+
+    def describe(self, name: str) -> dict[str, Any]:
+        return self.master.describe_table(name)
+
+    def status(self) -> dict[str, Any]:
+        """Table servers, their memory and blocks, and each table's lag to the Hudi table."""
+        return self.master.status()
+
+    # == routing =========================================================================
+    def _route(self, name: str, *, refresh: bool = False) -> _Routing:
+        with self._lock:
+            route = self._routes.get(name)
+        if route is None or refresh:
+            route = _Routing.of(self.master.describe_table(name))
+            with self._lock:
+                self._routes[name] = route
+        return route
+
+    def _server(self, server_id: str, location: str) -> ServerAPI:
+        with self._lock:
+            handle = self._servers.get(location)
+            if handle is None:
+                handle = self._servers[location] = self._server_factory(server_id, location)
+            return handle
+
+    def _split(self, route: _Routing, table: pa.Table) -> dict[str, pa.Table]:
+        """The batch's rows per table server (the whole batch when one server owns all)."""
+        owners = set(route.routing.values())
+        if len(owners) == 1:
+            return {owners.pop(): table}
+        buckets = KeyColumns.of(table, route.record_key).bucket_ids(route.buckets)
+        servers = np.array([route.routing.get(b, "") for b in range(route.buckets)], dtype=object)
+        per_row = servers[buckets]
+        return {s: table.filter(pa.array(per_row == s)) for s in sorted(set(per_row))}
+
+    # == writes ==========================================================================
+    def write(self, name: str, data: Any, *, txn_id: int = AUTOCOMMIT) -> WriteResult:
+        """Write a batch; returns once every row is durable in a WAL and in memory.
+
+        Outside a transaction the rows are committed when acknowledged. A retried write
+        (after a table server moved or restarted) reuses its sequence number, so rows a
+        server already holds are dropped rather than applied twice.
+        """
+        table = to_table(data)
+        started = time.perf_counter()
+        seq = next(self._seq)
+        acks: list[WriteAck] = []
+        pending = table
+        deadline = time.monotonic() + RETRY_SECONDS
+        for attempt in itertools.count():
+            route = self._route(name, refresh=attempt > 0)
+            pieces = self._split(route, pending)
+            if "" in pieces:
+                raise NotOwnerError(f"table {name!r} has buckets without a table server")
+            failed: list[pa.Table] = []
+
+            def send(item: tuple[str, pa.Table], route: _Routing = route) -> WriteAck:
+                server_id, piece = item
+                handle = self._server(server_id, route.servers[server_id])
+                return handle.write(name, piece, txn_id=txn_id, producer_id=self.producer_id, producer_seq=seq)
+
+            items = list(pieces.items())
+            results = [self._attempt(send, item) for item in items] if len(items) == 1 else list(
+                self._pool.map(lambda item: self._attempt(send, item), items)
+            )
+            for (server_id, piece), result in zip(items, results, strict=True):
+                if isinstance(result, WriteAck):
+                    acks.append(result)
+                else:
+                    log.info("write to %s of %s failed (%s); retrying", server_id, name, result)
+                    failed.append(piece)
+            if not failed:
+                return WriteResult(
+                    sum(a.rows for a in acks), sum(a.duplicate_rows for a in acks),
+                    sum(a.file_groups for a in acks), sum(a.evicted_bytes for a in acks),
+                    time.perf_counter() - started,
+                )
+            pending = pa.concat_tables(failed)
+            if time.monotonic() > deadline:
+                raise RpcError(
+                    f"write to {name!r} failed for {RETRY_SECONDS:.0f}s: {', '.join(map(str, results))}"
+                )
+            time.sleep(min(0.02 * 2**attempt, 0.5))
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _attempt(send: Callable[[Any], WriteAck], item: Any) -> WriteAck | Exception:
+        """One send; a lost server or a moved bucket is returned (to retry), not raised."""
+        try:
+            return send(item)
+        except (NotOwnerError, RpcError) as e:
+            return e
+
+    @contextmanager
+    def transaction(self, name: str, *, batch_id: str | None = None) -> Iterator[Transaction]:
+        """``with client.transaction("t") as tx: tx.write(batch)``: commit on exit, abort
+        on error. ``batch_id`` (e.g. a Spark micro-batch id) makes the transaction id
+        stable across retries of the same batch."""
+        tx = Transaction(self, name, batch_id or uuid.uuid4().hex)
+        try:
+            yield tx
+        except BaseException:
+            tx.abort()
+            raise
+        tx.commit()
+
+    # == reads ===========================================================================
+    def _meta(self, name: str, plan: Mapping[str, Any]) -> TableMeta:
+        path = plan["path"]
+        with self._lock:
+            meta = self._metas.get(name)
+        if meta is None or meta.base_path != path:
+            meta = TableMeta.load(open_fileio(path, plan.get("storage_options") or None), path)
+            with self._lock:
+                self._metas[name] = meta
+        return meta
+
+    def read(
+        self,
+        name: str,
+        mode: str = "latest",
+        columns: Sequence[str] | None = None,
+        filters: Sequence[Filter] | None = None,
+        as_of: str | datetime | None = None,
+        *,
+        include_meta: bool = False,
+    ) -> pa.Table:
+        """Read a table. Modes:
+
+        * ``"latest"``: every acknowledged row (table-server memory or WAL, then the Hudi
+          files), merged per file group: the newest ordering value wins;
+        * ``"committed"``: only rows of committed transactions (and auto-commit writes);
+        * ``"read_optimized"``: the Hudi base files only, as a plain Hudi reader sees them.
+
+        ``as_of`` reads the Hudi table as of an instant (time travel; files only).
+        """
+        return self._read(name, mode, columns, filters, as_of, include_meta, None)
+
+    def lookup(self, name: str, keys: Any, columns: Sequence[str] | None = None) -> pa.Table:
+        """The latest rows of the given keys: a table (or dict, or for a one-column key a
+        list) of key values. Only the keys' file groups are read, memory first."""
+        route = self._route(name)
+        if isinstance(keys, (list, tuple)) and len(route.record_key) == 1:
+            keys = {route.record_key[0]: list(keys)}
+        key_table = to_table(pa.table(keys) if isinstance(keys, dict) else keys)
+        missing = [k for k in route.record_key if k not in key_table.column_names]
+        if missing:
+            raise InvalidArgumentError(f"lookup keys lack record-key columns {missing}")
+        key_table = key_table.select(list(route.record_key)).cast(
+            pa.schema([route.schema.field(k) for k in route.record_key])
+        )
+        buckets = set(KeyColumns.of(key_table, route.record_key).bucket_ids(route.buckets).tolist())
+        filters = [(k, "in", key_table.column(k).to_pylist()) for k in route.record_key]
+        found = self._read(name, "latest", None, filters, None, False, buckets)
+        if len(route.record_key) > 1:  # the per-column "in"s over-select: keep exact tuples
+            wanted = set(zip(*(key_table.column(k).to_pylist() for k in route.record_key), strict=True))
+            rows = zip(*(found.column(k).to_pylist() for k in route.record_key), strict=True)
+            found = found.filter(pa.array([r in wanted for r in rows], pa.bool_()))
+        return found.select(list(columns)) if columns is not None else found
+
+    def _read(
+        self,
+        name: str,
+        mode: str,
+        columns: Sequence[str] | None,
+        filters: Sequence[Filter] | None,
+        as_of: str | datetime | None,
+        include_meta: bool,
+        buckets: set[int] | None,
+    ) -> pa.Table:
+        if mode not in READ_MODES:
+            raise InvalidArgumentError(f"mode must be one of {READ_MODES}, got {mode!r}")
+        plan = self.master.read_plan(name)
+        meta = self._meta(name, plan)
+        if mode == "read_optimized" or as_of is not None:
+            hudi_mode = "read_optimized" if mode == "read_optimized" else "snapshot"
+            return read_table(meta, mode=hudi_mode, as_of=as_of, columns=columns, filters=filters,
+                              include_meta=include_meta, buckets=buckets)
+        needed = read_columns(meta, columns=columns, filters=filters, include_meta=include_meta)
+        snapshot = TxnSnapshot.from_dict(plan["snapshot"]) if mode == "committed" else None
+        route = _Routing.of(plan)
+        memory = self._read_servers(name, route, plan["instant"], snapshot, needed, buckets)
+        extra = _entries_by_file_group(memory, meta, needed)
+        return read_table(meta, as_of=plan["instant"], columns=columns, filters=filters,
+                          include_meta=include_meta, extra=extra, buckets=buckets)
+
+    def _read_servers(
+        self, name: str, route: _Routing, instant: str | None, snapshot: TxnSnapshot | None,
+        needed: list[str], buckets: set[int] | None,
+    ) -> list[pa.Table]:
+        columns = [c for c in needed if c in route.schema.names]
+
+        def one(item: tuple[str, list[int]]) -> pa.Table:
+            server_id, owned = item
+            wanted = owned if buckets is None else sorted(set(owned) & buckets)
+            if not wanted:
+                return pa.table({})
+            handle = self._server(server_id, route.servers[server_id])
+            return handle.read(name, as_of_instant=instant, snapshot=snapshot, columns=columns, buckets=wanted)
+
+        items = list(route.server_buckets().items())
+        return [t for t in self._pool.map(one, items) if t.num_rows]
+
+    # == maintenance =====================================================================
+    def flush(self, name: str) -> list[str]:
+        """Flush everything acknowledged for the table into Hudi files (committed
+        transactions only; open ones wait); the instants committed."""
+        route = self._route(name, refresh=True)
+        instants = []
+        for server_id in route.server_buckets():
+            instants += self._server(server_id, route.servers[server_id]).flush(name, seal=True)
+        return instants
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+
+def _entries_by_file_group(
+    memory: list[pa.Table], meta: TableMeta, needed: list[str]
+) -> dict[tuple[str, str], list[LogEntry]]:
+    """Table-server rows as one log entry per file group, in write order, typed and with
+    the columns the file read of the same request has (meta columns null, record keys
+    computed when the merge needs them)."""
+    entries: dict[tuple[str, str], list[LogEntry]] = {}
+    for table in memory:
+        partitions = table.column(PARTITION_COLUMN).combine_chunks()
+        file_ids = table.column(FILE_ID_COLUMN).combine_chunks()
+        data = table.drop_columns([PARTITION_COLUMN, FILE_ID_COLUMN])
+        width = len(file_ids.dictionary)
+        codes = partitions.indices.to_numpy().astype(np.int64) * width + file_ids.indices.to_numpy()
+        order = np.argsort(codes, kind="stable")  # by file group, write order kept inside
+        sorted_codes = codes[order]
+        starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+        for start, end in zip(starts, np.r_[starts[1:], len(order)], strict=True):
+            code = int(sorted_codes[start])
+            key = (partitions.dictionary[code // width].as_py(), file_ids.dictionary[code % width].as_py())
+            rows = data.take(pa.array(order[start:end]))
+            records = conform_columns(rows, meta.file_schema, needed)
+            if RECORD_KEY in needed:
+                keys_array = KeyColumns.of(rows, meta.config.record_key_fields).record_keys()
+                records = records.set_column(records.column_names.index(RECORD_KEY), RECORD_KEY, keys_array)
+            entries.setdefault(key, []).append(LogEntry(records=records))
+    return entries
+
+
+class Transaction:
+    """Writes that become visible to committed readers together, at commit."""
+
+    def __init__(self, client: Client, table: str, batch_id: str) -> None:
+        self.client = client
+        self.table = table
+        begun = client.master.begin_txn(table, client.producer_id.hex(), batch_id)
+        self.txn_id: int = begun["txn_id"]
+        self.state: str = begun["state"]
+
+    def write(self, data: Any) -> WriteResult:
+        if self.state != "open":
+            raise TransactionError(f"transaction {self.txn_id} is {self.state}; it takes no more writes")
+        return self.client.write(self.table, data, txn_id=self.txn_id)
+
+    def commit(self) -> None:
+        if self.state == "aborted":
+            raise TransactionError(f"transaction {self.txn_id} was aborted; it cannot commit")
+        self.state = self.client.master.commit_txn(self.txn_id)
+
+    def abort(self) -> None:
+        if self.state == "open":
+            self.state = self.client.master.abort_txn(self.txn_id)

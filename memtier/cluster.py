@@ -1,0 +1,293 @@
+"""Running memtier on Ray: the only module that imports ``ray``.
+
+The master and each table server are named, restartable Ray actors: thin shells around
+the plain core classes that serve them over Arrow Flight and run their periodic work.
+A restarted table server starts empty and recovers its unflushed blocks from the WAL
+before it serves (the master hands it back its buckets when it re-registers); a
+restarted master reloads its state file and binds the same port, so every client and
+server finds it again.
+
+``start_local(path)`` runs an embedded cluster on this machine; ``start(path,
+address=...)`` places one on an existing Ray cluster, table servers spread over nodes.
+``memtier.connect()`` talks to either over Flight, with no Ray needed in the client.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from memtier.client import Client
+from memtier.config import ClusterConfig, TableServerConfig, WalConfig, load
+from memtier.errors import InvalidArgumentError, MemtierError, RpcError
+from memtier.io import join
+from memtier.master.master import Master
+from memtier.master.service import MasterProxy, MasterService
+from memtier.rpc import RpcServer
+from memtier.tableserver.server import TableServer
+from memtier.tableserver.service import TableServerProxy, TableServerService
+
+__all__ = ["LocalCluster", "connect", "start", "start_local"]
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "memtier"
+MASTER_NAME = "memtier-master"
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise MemtierError("running a cluster needs Ray: pip install 'memtier[ray]'") from e
+    return ray
+
+
+class _Periodic:
+    """Calls ``fn`` every ``interval`` seconds on a daemon thread, logging failures."""
+
+    def __init__(self, name: str, interval: float, fn: Callable[[], Any]) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval, fn), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, interval: float, fn: Callable[[], Any]) -> None:
+        while not self._stop.wait(interval):
+            try:
+                fn()
+            except Exception:
+                log.exception("periodic %s failed", self._thread.name)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+# == actor shells =========================================================================
+
+
+class MasterShell:
+    """The master actor: a :class:`Master` served over Flight, watching its servers."""
+
+    def __init__(self, root: str, port: int, cluster: Mapping[str, str],
+                 storage_options: Mapping[str, str] | None = None) -> None:
+        config = load(ClusterConfig, cluster)
+        token = config.token
+        self.master = Master(
+            root,
+            connect=lambda _server_id, location: TableServerProxy(location, token=token),
+            storage_options=storage_options,
+            heartbeat_timeout=config.heartbeat_timeout.total_seconds(),
+        )
+        self.rpc = RpcServer(MasterService(self.master), host=config.host, port=port, token=token).start()
+        self._monitor = _Periodic("memtier-master-monitor", 1.0, self._watch)
+
+    def _watch(self) -> None:
+        self.master.check_servers()
+        self.master.rebalance()
+
+    def location(self) -> str:
+        return self.rpc.location
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class TableServerShell:
+    """A table-server actor: a :class:`TableServer` served over Flight, reporting to the
+    master and doing its periodic work (sealing, flushing, evicting)."""
+
+    def __init__(self, server_id: str, master_location: str, wal_root: str,
+                 cluster: Mapping[str, str], server: Mapping[str, str] | None = None) -> None:
+        config = load(ClusterConfig, cluster)
+        self.server_id = server_id
+        self._master = MasterProxy(master_location, token=config.token)
+        server_config = load(TableServerConfig, server or {})
+        self.server = TableServer(server_id, self._master, wal_root, config=server_config,
+                                  wal_config=load(WalConfig, server or {}))
+        self.rpc = RpcServer(TableServerService(self.server), host=config.host, token=config.token).start()
+        self._register()
+        self._loop = _Periodic("memtier-ts-loop", config.heartbeat_interval.total_seconds(), self._tick)
+
+    def _register(self) -> None:
+        self._master.register_server(self.server_id, self.rpc.location, self.server.config.memory_budget)
+
+    def _tick(self) -> None:
+        reply = self._master.heartbeat(self.server_id, self.server.status(), self.server.bucket_memory())
+        if not reply.get("registered"):  # the master restarted or took us for dead
+            self._register()
+        self.server.maintain()
+
+    def location(self) -> str:
+        return self.rpc.location
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+# == starting clusters ====================================================================
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host if host not in ("0.0.0.0", "") else "127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LocalCluster:
+    """A running cluster: its master's address, and handles on its actors."""
+
+    path: str
+    address: str
+    token: str | None
+    master: Any
+    table_servers: dict[str, Any] = field(default_factory=dict)
+    owns_ray: bool = False
+
+    def client(self) -> Client:
+        return connect(self.address, token=self.token)
+
+    def pids(self) -> dict[str, int]:
+        """Worker process ids of the master and every table server (for crash tests)."""
+        ray = _import_ray()
+        pids = {MASTER_NAME: ray.get(self.master.pid.remote())}
+        for name, actor in self.table_servers.items():
+            pids[name] = ray.get(actor.pid.remote())
+        return pids
+
+    def shutdown(self) -> None:
+        """Stop the actors (and the Ray runtime, if this cluster started it)."""
+        ray = _import_ray()
+        for actor in [*self.table_servers.values(), self.master]:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # already gone
+                log.debug("actor already gone", exc_info=True)
+        _CLUSTERS.pop(self.address, None)
+        if self.owns_ray:
+            ray.shutdown()
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+_CLUSTERS: dict[str, LocalCluster] = {}
+
+
+def start_local(
+    path: str = "./memtier-data",
+    *,
+    table_servers: int = 2,
+    config: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> LocalCluster:
+    """Start an embedded Ray runtime and a cluster on it: tables and WALs under ``path``
+    (local disk by default). ``config`` takes the ``cluster.*``, ``tableserver.*`` and
+    ``wal.*`` keys of :mod:`memtier.config`."""
+    ray = _import_ray()
+    owns = not ray.is_initialized()
+    if owns:
+        ray.init(namespace=NAMESPACE, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
+    cluster = start(path, table_servers=table_servers, config=config, storage_options=storage_options)
+    cluster.owns_ray = owns
+    return cluster
+
+
+def start(
+    path: str,
+    *,
+    table_servers: int = 2,
+    address: str | None = None,
+    config: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    pin_to_nodes: bool = False,
+    start_timeout: float = 120.0,
+) -> LocalCluster:
+    """Start a cluster on the Ray runtime this process is connected to (``address``:
+    connect to that Ray cluster first). Table servers are spread over the Ray nodes;
+    ``pin_to_nodes`` ties each to its node, so a lost node's buckets move to the
+    surviving servers instead of the server restarting elsewhere."""
+    ray = _import_ray()
+    if table_servers < 1:
+        raise InvalidArgumentError(f"table_servers must be at least 1, got {table_servers}")
+    if address is not None and not ray.is_initialized():
+        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, configure_logging=False)
+    options = dict(config or {})
+    cluster_options = {k: v for k, v in options.items() if k.startswith("cluster.")}
+    server_options = {k: v for k, v in options.items() if k.startswith(("tableserver.", "wal."))}
+    cluster_config = load(ClusterConfig, cluster_options)
+    if not path.startswith(("s3://", "hdfs://", "memory://")):
+        path = os.path.abspath(path)
+    port = _free_port(cluster_config.host)
+    master_cls = ray.remote(MasterShell)
+    master = master_cls.options(
+        name=f"{MASTER_NAME}-{uuid.uuid4().hex[:8]}", namespace=NAMESPACE, max_restarts=-1,
+        max_task_retries=-1, num_cpus=0,
+    ).remote(path, port, cluster_options, storage_options)
+    address_of_master = ray.get(master.location.remote(), timeout=start_timeout)
+    server_cls = ray.remote(TableServerShell)
+    nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
+    wal_root = join(path, "_memtier", "wal")
+    servers = {}
+    for i in range(table_servers):
+        name = f"ts-{i}"
+        actor_options: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1, "num_cpus": 0}
+        if pin_to_nodes and nodes:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            actor_options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+                nodes[i % len(nodes)], soft=False
+            )
+        elif len(nodes) > 1:
+            actor_options["scheduling_strategy"] = "SPREAD"
+        servers[name] = server_cls.options(**actor_options).remote(
+            name, address_of_master, wal_root, cluster_options, server_options
+        )
+    ray.get([s.location.remote() for s in servers.values()], timeout=start_timeout)
+    cluster = LocalCluster(path, address_of_master, cluster_config.token, master, servers)
+    _CLUSTERS[address_of_master] = cluster
+    _wait_for_servers(cluster, table_servers, start_timeout)
+    return cluster
+
+
+def _wait_for_servers(cluster: LocalCluster, count: int, timeout: float) -> None:
+    proxy = MasterProxy(cluster.address, token=cluster.token)
+    deadline = time.monotonic() + timeout
+    while len(proxy.servers()) < count:
+        if time.monotonic() > deadline:
+            raise RpcError(f"only {len(proxy.servers())} of {count} table servers registered")
+        time.sleep(0.05)
+
+
+def connect(address: str | None = None, *, token: str | None = None) -> Client:
+    """A client of the cluster at ``address`` (``grpc://host:port``). Without one: the
+    cluster ``start_local`` started in this process, else ``cluster.address`` from the
+    environment (``MEMTIER_CLUSTER_ADDRESS``)."""
+    if address is None:
+        if _CLUSTERS:
+            latest = list(_CLUSTERS.values())[-1]
+            address, token = latest.address, token or latest.token
+        else:
+            configured = load(ClusterConfig)
+            address, token = configured.address, token or configured.token
+    if address is None:
+        raise InvalidArgumentError(
+            "no memtier cluster to connect to: call memtier.start_local(path) first, pass "
+            "address='grpc://host:port', or set MEMTIER_CLUSTER_ADDRESS"
+        )
+    return Client(
+        MasterProxy(address, token=token),
+        lambda _server_id, location: TableServerProxy(location, token=token),
+    )
+

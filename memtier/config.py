@@ -1,0 +1,264 @@
+"""Typed, frozen configuration, parsed once at the edge.
+
+Each setting is declared once, on its config class, with its key, parser and default
+(:func:`setting`). :func:`load` builds a config object from string options (the CLI, an
+actor's arguments) over the process environment, where the key ``wal.sync-policy`` is the
+variable ``MEMTIER_WAL_SYNC_POLICY``. Environment variables are read here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from memtier.errors import InvalidArgumentError
+
+__all__ = [
+    "ClusterConfig",
+    "Setting",
+    "SyncPolicy",
+    "TableServerConfig",
+    "WalConfig",
+    "load",
+    "parse_duration",
+    "parse_size",
+    "setting",
+]
+
+T = TypeVar("T")
+C = TypeVar("C")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One configuration key: its name, how to parse its string form, and what it means."""
+
+    key: str
+    parse: Callable[[str], Any]
+    doc: str
+
+    @property
+    def env(self) -> str:
+        """The environment variable that sets this key."""
+        return "MEMTIER_" + re.sub(r"[.\-]", "_", self.key).upper()
+
+
+def setting(key: str, default: T, parse: Callable[[str], T], doc: str) -> T:
+    """A dataclass field declared together with its config key and parser."""
+    return dataclasses.field(
+        default=default, metadata={"setting": Setting(key, parse, doc)}
+    )
+
+
+def load(
+    cls: type[C],
+    options: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> C:
+    """Build ``cls`` from ``options``, then environment variables, then defaults.
+
+    Unknown keys under the class's prefix and unparsable values raise
+    :class:`InvalidArgumentError` naming the key.
+    """
+    options = dict(options or {})
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    known = set()
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        spec: Setting | None = field.metadata.get("setting")
+        if spec is None:
+            continue
+        known.add(spec.key)
+        raw = options.get(spec.key, environ.get(spec.env))
+        if raw is None:
+            continue
+        try:
+            values[field.name] = spec.parse(raw)
+        except (ValueError, KeyError) as e:
+            raise InvalidArgumentError(f"config {spec.key} (env {spec.env}) = {raw!r}: {e}") from e
+    prefixes = {key.split(".", 1)[0] + "." for key in known}
+    unknown = sorted(k for k in options if k not in known and k.startswith(tuple(prefixes)))
+    if unknown:
+        raise InvalidArgumentError(f"unknown config key(s) {unknown}; known: {sorted(known)}")
+    return cls(**values)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(us|ms|s|m|h|d)\s*$")
+_UNITS = {
+    "us": timedelta(microseconds=1),
+    "ms": timedelta(milliseconds=1),
+    "s": timedelta(seconds=1),
+    "m": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+    "d": timedelta(days=1),
+}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``"250us"``, ``"2ms"``, ``"1.5s"``, ``"10m"``, ``"12h"``, ``"7d"`` -> timedelta."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise ValueError(f"not a duration (a number and one of {sorted(_UNITS)})")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+# ======================================================================================
+# Write-ahead log
+# ======================================================================================
+
+
+class SyncPolicy(enum.Enum):
+    """When a WAL append is acknowledged, relative to the sync that makes it durable."""
+
+    #: Every append waits for a sync covering it; concurrent appends share one sync.
+    EVERY_APPEND = "every-append"
+    #: As EVERY_APPEND, but a sync first waits ``group_window`` so more appends join it.
+    GROUP_WINDOW = "group-window"
+    #: Appends return once written; a background thread syncs every ``sync_interval``.
+    #: An OS crash (local disk) or a process crash (object stores) loses up to one
+    #: interval of acknowledged appends.
+    INTERVAL = "interval"
+
+
+@dataclass(frozen=True)
+class WalConfig:
+    """How WAL appends become durable, and how long flushed WAL files are kept."""
+
+    sync_policy: SyncPolicy = setting(
+        "wal.sync-policy",
+        SyncPolicy.EVERY_APPEND,
+        SyncPolicy,
+        "every-append (safe default), group-window or interval",
+    )
+    group_window: timedelta = setting(
+        "wal.group-window",
+        timedelta(microseconds=200),
+        parse_duration,
+        "with group-window: how long a sync waits for more appends to join it",
+    )
+    sync_interval: timedelta = setting(
+        "wal.sync-interval",
+        timedelta(milliseconds=10),
+        parse_duration,
+        "with interval: the period of the background sync",
+    )
+    retention: timedelta = setting(
+        "wal.retention",
+        timedelta(days=7),
+        parse_duration,
+        "how long a WAL file is kept after its block is flushed",
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("group_window", "sync_interval", "retention"):
+            if getattr(self, name) < timedelta(0):
+                raise InvalidArgumentError(f"WalConfig.{name} must not be negative")
+        if self.sync_policy is SyncPolicy.INTERVAL and self.sync_interval <= timedelta(0):
+            raise InvalidArgumentError("WalConfig.sync_interval must be positive with interval")
+
+
+def parse_size(text: str) -> int:
+    """``"512MB"``, ``"64KiB"``, ``"1GB"``, ``"1000"`` (bytes) -> bytes."""
+    match = re.match(r"^\s*(\d+(?:\.\d*)?)\s*([KMGT]?i?B?)\s*$", text, re.IGNORECASE)
+    if match is None:
+        raise ValueError("not a size (a number and B, KB, MB, GB, KiB, MiB or GiB)")
+    unit = match.group(2).upper().rstrip("B").replace("I", "")
+    factor = 1024 ** "KMGT".index(unit) * 1024 if unit else 1
+    return int(float(match.group(1)) * factor)
+
+
+# ======================================================================================
+# Table servers
+# ======================================================================================
+
+
+@dataclass(frozen=True)
+class TableServerConfig:
+    """Memory, blocks and flushing of one table server."""
+
+    memory_budget: int = setting(
+        "tableserver.memory-budget",
+        1 << 30,
+        parse_size,
+        "bytes of record batches a table server keeps in memory; beyond it, sealed blocks "
+        "are evicted (they stay in their WAL) and flushes are hurried",
+    )
+    block_max_bytes: int = setting(
+        "tableserver.block-max-bytes",
+        64 << 20,
+        parse_size,
+        "a block is sealed (and a new one started) once it holds this many bytes",
+    )
+    block_max_age: timedelta = setting(
+        "tableserver.block-max-age",
+        timedelta(seconds=5),
+        parse_duration,
+        "a block is sealed once it is this old, so data reaches the Hudi table",
+    )
+    flush_interval: timedelta = setting(
+        "tableserver.flush-interval",
+        timedelta(seconds=2),
+        parse_duration,
+        "how often sealed blocks of committed transactions are flushed into Hudi log files",
+    )
+    max_batch_rows: int = setting(
+        "tableserver.max-batch-rows",
+        1_000_000,
+        int,
+        "the largest write batch accepted (bigger ones are refused: split them)",
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("memory_budget", "block_max_bytes", "max_batch_rows"):
+            if getattr(self, name) <= 0:
+                raise InvalidArgumentError(f"TableServerConfig.{name} must be positive")
+        for name in ("block_max_age", "flush_interval"):
+            if getattr(self, name) <= timedelta(0):
+                raise InvalidArgumentError(f"TableServerConfig.{name} must be positive")
+
+
+# ======================================================================================
+# Cluster
+# ======================================================================================
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Where a cluster's endpoints listen and how its processes watch each other."""
+
+    host: str = setting(
+        "cluster.host",
+        "127.0.0.1",
+        str,
+        "the address Flight endpoints bind to; anything but loopback requires cluster.token",
+    )
+    token: str | None = setting(
+        "cluster.token",
+        None,
+        str,
+        "shared secret every call must carry (required when cluster.host is not loopback)",
+    )
+    heartbeat_interval: timedelta = setting(
+        "cluster.heartbeat-interval",
+        timedelta(milliseconds=500),
+        parse_duration,
+        "how often a table server reports to the master (and does its periodic work)",
+    )
+    heartbeat_timeout: timedelta = setting(
+        "cluster.heartbeat-timeout",
+        timedelta(seconds=5),
+        parse_duration,
+        "a table server silent this long is dead: its buckets move to the others",
+    )
+    address: str | None = setting(
+        "cluster.address",
+        None,
+        str,
+        "the master's address (grpc://host:port) that memtier.connect() uses by default",
+    )

@@ -1,0 +1,516 @@
+"""The master core: catalog, table-server registry, bucket placement, transactions, and
+sole ownership of every table's Hudi timeline.
+
+Plain Python, no Ray: :mod:`memtier.cluster` wraps it in an actor. Its persistent state
+(:mod:`memtier.master.state`) is saved durably before any change is acknowledged, so a
+restarted master carries on from it and from the timelines. Calls into table servers
+(recover these buckets, give those up) are made without holding the master's lock: a
+table server answers them by calling back into the master.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from memtier.errors import (
+    CommitStateUnknownError,
+    InvalidArgumentError,
+    TableExistsError,
+    TableNotFoundError,
+    TransactionError,
+)
+from memtier.hudi.commit import WriteStat
+from memtier.hudi.table import HudiTable
+from memtier.hudi.tablemeta import TableMeta
+from memtier.hudi.timeline import Instant, State, TimelineWriter, new_instant_time
+from memtier.hudi.writer import commit_metadata, rollback_instant, rollback_pending
+from memtier.io import join, open_fileio
+from memtier.master.assignment import ServerLoad, place, rebalance_move
+from memtier.master.state import (
+    ABORTED,
+    COMMITTED,
+    OPEN,
+    MasterState,
+    MasterStore,
+    TableEntry,
+    Txn,
+    TxnSnapshot,
+)
+from memtier.tableserver.master_link import FlushedBlock, TableLocation
+
+__all__ = ["FLUSHED_KEY", "Master", "ServerHandle", "validate_table_name"]
+
+log = logging.getLogger(__name__)
+
+#: Commit metadata key recording which blocks a flush wrote (so none is written twice).
+FLUSHED_KEY = "memtier.flushed"
+_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_KEEP_COMMITTED_MS = 3_600_000  # a retried begin of a committed micro-batch finds it
+_KEEP_ABORTED_MS = 7 * 86_400_000  # frames of aborted transactions wait in WALs this long
+
+
+def validate_table_name(name: Any) -> str:
+    """Table names are plain identifiers: never a path, so no path is built from them unchecked."""
+    if not isinstance(name, str) or not _TABLE_NAME.fullmatch(name):
+        raise InvalidArgumentError(
+            f"table name {name!r} is not a plain identifier (letters, digits, _; "
+            "not starting with a digit; at most 128 characters)"
+        )
+    return name
+
+
+class ServerHandle(Protocol):
+    """The master's calls into one table server."""
+
+    def acquire(self, table: str, buckets: Sequence[int]) -> None: ...
+
+    def release(self, table: str, buckets: Sequence[int]) -> None: ...
+
+
+@dataclass
+class _Server:
+    server_id: str
+    location: str
+    handle: ServerHandle
+    memory_budget: int
+    last_heartbeat: float
+    status: Mapping[str, Any] = field(default_factory=dict)
+    bucket_memory: Mapping[tuple[str, int], int] = field(default_factory=dict)
+
+    def load(self) -> ServerLoad:
+        used = int(self.status.get("memory_used", 0))
+        return ServerLoad(self.server_id, used, self.memory_budget, self.bucket_memory)
+
+
+class Master:
+    """One cluster's master; thread-safe."""
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        connect: Callable[[str, str], ServerHandle],
+        storage_options: Mapping[str, str] | None = None,
+        heartbeat_timeout: float = 5.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``root`` holds the master's state and, by default, the tables;
+        ``connect(server_id, location)`` opens a handle on a table server."""
+        self.root = root
+        self._io = open_fileio(root, storage_options)
+        self._storage_options = dict(storage_options or {})
+        self._store = MasterStore(self._io, join(root, "_memtier", "master", "state.json"))
+        self._connect = connect
+        self._heartbeat_timeout = heartbeat_timeout
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._placement_lock = threading.Lock()  # one placement change at a time
+        self._state = self._store.load()
+        self._servers: dict[str, _Server] = {}
+        self._metas: dict[str, TableMeta] = {}
+        self._table_locks: dict[str, threading.Lock] = {}
+        self._last_instant: dict[str, str] = {}
+        self._latest_commit: dict[str, str | None] = {}
+        self._flushed: dict[str, tuple[str | None, dict[tuple[str, str], int]]] = {}
+        for name in list(self._state.tables):
+            self._recover_table(name)
+
+    # == state ===========================================================================
+    def _save(self, state: MasterState) -> None:
+        """Persist, then adopt: nothing is acknowledged before it is durable."""
+        self._store.save(state)
+        self._state = state
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _table_lock(self, table: str) -> threading.Lock:
+        with self._lock:
+            return self._table_locks.setdefault(table, threading.Lock())
+
+    def _entry(self, table: str) -> TableEntry:
+        entry = self._state.tables.get(table)
+        if entry is None:
+            raise TableNotFoundError(f"no table named {table!r} (tables: {sorted(self._state.tables)})")
+        return entry
+
+    def _meta(self, table: str) -> TableMeta:
+        with self._lock:
+            meta = self._metas.get(table)
+            if meta is None:
+                entry = self._entry(table)
+                meta = TableMeta.load(open_fileio(entry.path, entry.storage_options), entry.path)
+                self._metas[table] = meta
+            return meta
+
+    def _recover_table(self, table: str) -> None:
+        """On start: roll back flushes left pending by a previous master."""
+        meta = self._meta(table)
+        timeline = rollback_pending(meta)
+        last = timeline.last_completed()
+        self._latest_commit[table] = last.timestamp if last else None
+        self._last_instant[table] = timeline.last_timestamp() or ""
+
+    # == catalog =========================================================================
+    def create_table(
+        self,
+        name: str,
+        schema: pa.Schema,
+        record_key: str | Sequence[str],
+        *,
+        ordering_field: str | None = None,
+        partition_fields: str | Sequence[str] | None = None,
+        buckets: int = 4,
+        table_type: str = "MERGE_ON_READ",
+        path: str | None = None,
+        storage_options: Mapping[str, str] | None = None,
+        log_block_format: str = "avro",
+    ) -> dict[str, Any]:
+        """Create a Hudi table and serve it; its description."""
+        validate_table_name(name)
+        with self._lock:
+            if name in self._state.tables:
+                raise TableExistsError(f"table {name!r} already exists")
+        table_path = path or join(self.root, "tables", name)
+        options = dict(storage_options if storage_options is not None else (
+            self._storage_options if path is None else {}))
+        HudiTable.create(
+            table_path, schema, record_key, ordering_field, partition_fields, buckets, table_type,
+            options, name=name, log_block_format=log_block_format,
+        )
+        return self._add_table(name, table_path, options)
+
+    def register_table(
+        self, name: str, path: str, storage_options: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Serve an existing Hudi table (memtier's or Apache Hudi's) under ``name``."""
+        validate_table_name(name)
+        with self._lock:
+            if name in self._state.tables:
+                raise TableExistsError(f"table {name!r} already exists")
+        HudiTable.open(path, storage_options)  # refuses what is not a readable Hudi table
+        return self._add_table(name, path, dict(storage_options or {}))
+
+    def _add_table(self, name: str, path: str, options: dict[str, str]) -> dict[str, Any]:
+        entry = TableEntry(name, path, options, self._now_ms())
+        with self._lock:
+            if name in self._state.tables:
+                raise TableExistsError(f"table {name!r} already exists")
+            self._save(self._state.with_table(entry))
+        self._recover_table(name)
+        self._place(name)
+        return self.describe_table(name)
+
+    def drop_table(self, name: str, *, purge: bool = False) -> None:
+        """Stop serving a table; with ``purge`` also delete its files and WALs."""
+        with self._lock:
+            entry = self._entry(name)
+            owners = self._owners(name)
+            self._save(self._state.without_table(name))
+            self._metas.pop(name, None)
+        for server_id, buckets in owners.items():
+            server = self._servers.get(server_id)
+            if server is not None:
+                server.handle.release(name, sorted(buckets))
+        if purge:
+            open_fileio(entry.path, entry.storage_options).delete_dir(entry.path)
+            self._io.delete_dir(join(self.root, "_memtier", "wal", name))
+
+    def list_tables(self) -> list[str]:
+        with self._lock:
+            return sorted(self._state.tables)
+
+    def table_location(self, table: str) -> TableLocation:
+        with self._lock:
+            entry = self._entry(table)
+        return TableLocation(entry.name, entry.path, dict(entry.storage_options))
+
+    def describe_table(self, name: str) -> dict[str, Any]:
+        """Everything a client needs to route and read: schema, keys, placement."""
+        with self._lock:
+            entry = self._entry(name)
+            routing = dict(self._state.assignments.get(name, {}))
+            servers = {s: self._servers[s].location for s in set(routing.values()) if s in self._servers}
+            epoch = self._state.epoch
+        meta = self._meta(name)
+        config = meta.config
+        return {
+            "name": name,
+            "path": entry.path,
+            "storage_options": dict(entry.storage_options),
+            "schema": meta.schema.serialize().to_pybytes(),
+            "record_key": list(config.record_key_fields),
+            "ordering_field": config.ordering_field,
+            "partition_fields": list(config.partition_fields),
+            "buckets": config.buckets,
+            "table_type": config.table_type,
+            "routing": {str(b): s for b, s in sorted(routing.items())},
+            "servers": servers,
+            "epoch": epoch,
+        }
+
+    # == table servers ===================================================================
+    def register_server(self, server_id: str, location: str, memory_budget: int) -> None:
+        """A table server (new, or restarted with nothing in memory) joins: it gets back
+        the buckets it owned (recovering them from the WAL) and takes unplaced ones."""
+        handle = self._connect(server_id, location)
+        with self._lock:
+            self._servers[server_id] = _Server(
+                server_id, location, handle, memory_budget, self._clock()
+            )
+            tables = list(self._state.tables)
+            owned = {t: sorted(b for b, s in self._state.assignments.get(t, {}).items() if s == server_id)
+                     for t in tables}
+        for table, buckets in owned.items():
+            if buckets:
+                handle.acquire(table, buckets)
+        for table in tables:
+            self._place(table)
+
+    def heartbeat(self, server_id: str, status: Mapping[str, Any],
+                  bucket_memory: Mapping[tuple[str, int], int] | None = None) -> dict[str, Any]:
+        with self._lock:
+            server = self._servers.get(server_id)
+            if server is None:
+                return {"registered": False}
+            server.last_heartbeat = self._clock()
+            server.status = dict(status)
+            if bucket_memory is not None:
+                server.bucket_memory = dict(bucket_memory)
+            return {"registered": True, "epoch": self._state.epoch}
+
+    def check_servers(self) -> list[str]:
+        """Declare servers silent for too long dead and move their buckets to the others,
+        which recover them from the WAL; the servers declared dead."""
+        now = self._clock()
+        with self._lock:
+            dead = [s for s, info in self._servers.items()
+                    if now - info.last_heartbeat > self._heartbeat_timeout]
+            for server_id in dead:
+                log.warning("table server %s missed heartbeats for %.1fs: moving its buckets",
+                            server_id, now - self._servers[server_id].last_heartbeat)
+                del self._servers[server_id]
+            tables = list(self._state.tables)
+        if dead:
+            for table in tables:
+                self._place(table)
+        return dead
+
+    def rebalance(self) -> tuple[str, int, str, str] | None:
+        """Move one bucket off an overloaded server, if one is (and a server has room)."""
+        with self._lock:
+            loads = {s: info.load() for s, info in self._servers.items()}
+            move = rebalance_move(self._state.assignments, loads)
+        if move is None:
+            return None
+        table, bucket, source, target = move
+        self._servers[source].handle.release(table, [bucket])
+        self._servers[target].handle.acquire(table, [bucket])
+        with self._lock:
+            buckets = dict(self._state.assignments.get(table, {}))
+            buckets[bucket] = target
+            self._save(self._state.with_assignment(table, buckets))
+        log.info("moved bucket %d of %s from %s to %s", bucket, table, source, target)
+        return move
+
+    def _owners(self, table: str) -> dict[str, set[int]]:
+        owners: dict[str, set[int]] = {}
+        for bucket, server_id in self._state.assignments.get(table, {}).items():
+            owners.setdefault(server_id, set()).add(bucket)
+        return owners
+
+    def _place(self, table: str) -> None:
+        """Give every bucket of ``table`` a live owner. A new owner recovers its buckets
+        from the WAL (``acquire``) before the placement is published to clients."""
+        meta = self._meta(table)
+        if not meta.config.buckets:
+            return  # read-only table (no bucket index): nothing to place
+        with self._placement_lock:
+            self._place_locked(table, meta.config.buckets)
+
+    def _place_locked(self, table: str, bucket_count: int) -> None:
+        with self._lock:
+            current = dict(self._state.assignments.get(table, {}))
+            loads = {s: info.load() for s, info in self._servers.items()}
+            counts: dict[str, int] = {}
+            for buckets in self._state.assignments.values():
+                for server_id in buckets.values():
+                    counts[server_id] = counts.get(server_id, 0) + 1
+            placement = place(table, bucket_count, current, loads, counts)
+            handles = {s: info.handle for s, info in self._servers.items()}
+        moved: dict[str, list[int]] = {}
+        for bucket, server_id in placement.items():
+            if current.get(bucket) != server_id:
+                moved.setdefault(server_id, []).append(bucket)
+        if not moved:
+            return
+        for server_id, buckets in moved.items():
+            handles[server_id].acquire(table, sorted(buckets))
+        with self._lock:
+            self._save(self._state.with_assignment(table, placement))
+
+    # == transactions ====================================================================
+    def begin_txn(self, table: str, writer: str, batch: str) -> dict[str, Any]:
+        """A transaction for one micro-batch of one writer. Beginning the same
+        ``(writer, batch)`` again returns the same id and its state (retries are safe)."""
+        with self._lock:
+            self._entry(table)
+            found = self._state.find_txn(table, writer, batch)
+            if found is not None:
+                return {"txn_id": found.txn_id, "state": found.state}
+            now = self._now_ms()
+            state = self._state.pruned(now, _KEEP_COMMITTED_MS, _KEEP_ABORTED_MS)
+            txn = Txn(state.next_txn, table, writer, batch, OPEN, now)
+            self._save(state.with_txn(txn))
+            return {"txn_id": txn.txn_id, "state": OPEN}
+
+    def _end_txn(self, txn_id: int, outcome: str) -> str:
+        with self._lock:
+            txn = self._state.txns.get(txn_id)
+            if txn is None:
+                raise TransactionError(f"transaction {txn_id} is unknown (never begun, or long resolved)")
+            if txn.state == outcome:
+                return outcome  # a retried commit/abort
+            if txn.state != OPEN:
+                raise TransactionError(f"transaction {txn_id} is already {txn.state}")
+            ended = Txn(txn.txn_id, txn.table, txn.writer, txn.batch, outcome, txn.began_ms, self._now_ms())
+            self._save(self._state.with_txn(ended))
+            return outcome
+
+    def commit_txn(self, txn_id: int) -> str:
+        """Make every row of the transaction visible to committed readers, atomically."""
+        return self._end_txn(txn_id, COMMITTED)
+
+    def abort_txn(self, txn_id: int) -> str:
+        return self._end_txn(txn_id, ABORTED)
+
+    def txn_snapshot(self) -> TxnSnapshot:
+        with self._lock:
+            return self._state.snapshot()
+
+    # == the timeline ====================================================================
+    def begin_flush(self, table: str, server_id: str) -> str:
+        """A new deltacommit instant for one table server's flush (requested)."""
+        meta = self._meta(table)
+        with self._table_lock(table):
+            timeline_last = meta.timeline().last_timestamp() or ""
+            instant = new_instant_time(max(timeline_last, self._last_instant.get(table, "")) or None,
+                                       lambda: _utc(self._clock()))
+            TimelineWriter(meta.io, meta.base_path).request(instant, "deltacommit")
+            self._last_instant[table] = instant
+        log.debug("flush %s of %s by %s requested", instant, table, server_id)
+        return instant
+
+    def flush_inflight(self, table: str, instant: str, planned: bytes) -> None:
+        meta = self._meta(table)
+        requested = Instant(instant, "deltacommit", State.REQUESTED)
+        TimelineWriter(meta.io, meta.base_path).inflight(requested, planned)
+
+    def complete_flush(
+        self, table: str, instant: str, stats: Sequence[Mapping[str, Any]], flushed: Sequence[FlushedBlock]
+    ) -> None:
+        """Complete the flush's instant, recording its blocks in the commit metadata."""
+        meta = self._meta(table)
+        write_stats = [WriteStat.from_dict(dict(s)) for s in stats]
+        extra = {FLUSHED_KEY: json.dumps([f.to_list() for f in flushed])}
+        content = commit_metadata(meta, write_stats, "UPSERT", extra).to_json()
+        inflight = Instant(instant, "deltacommit", State.INFLIGHT)
+        try:
+            TimelineWriter(meta.io, meta.base_path).complete(inflight, content)
+        except Exception as e:
+            raise CommitStateUnknownError(f"completing flush {instant} of {table} failed: {e}") from e
+        with self._table_lock(table):
+            self._latest_commit[table] = max(self._latest_commit.get(table) or "", instant)
+            cached = self._flushed.get(table)
+            if cached is not None:
+                scanned, marks = cached
+                for block in flushed:
+                    key = (block.partition, block.file_id)
+                    marks[key] = max(marks.get(key, 0), block.block_id)
+
+    def abort_flush(self, table: str, instant: str) -> None:
+        meta = self._meta(table)
+        timeline = meta.timeline()
+        for pending in timeline.pending(("deltacommit",)):
+            if pending.timestamp == instant:
+                rollback_instant(meta, pending, timeline)
+
+    def flushed_blocks(self, table: str) -> list[FlushedBlock]:
+        """The last flushed block of each file group, from the completed flushes' metadata."""
+        meta = self._meta(table)
+        with self._table_lock(table):
+            scanned, marks = self._flushed.get(table, (None, {}))
+            timeline = meta.timeline()
+            for instant in timeline.completed(("deltacommit",)):
+                if scanned is not None and instant.timestamp <= scanned:
+                    continue
+                extra = timeline.read_commit_metadata(meta.io, meta.base_path, instant).extra_metadata
+                for item in json.loads(extra.get(FLUSHED_KEY, "[]")):
+                    block = FlushedBlock.from_list(item)
+                    key = (block.partition, block.file_id)
+                    marks[key] = max(marks.get(key, 0), block.block_id)
+            last = timeline.last_completed()
+            self._flushed[table] = (last.timestamp if last else scanned, marks)
+            return [FlushedBlock(p, f, b) for (p, f), b in sorted(marks.items())]
+
+    def latest_commit(self, table: str) -> str | None:
+        """The newest completed instant of the table (flushes go through this master)."""
+        with self._lock:
+            self._entry(table)
+        if table not in self._latest_commit:
+            self._recover_table(table)
+        return self._latest_commit.get(table)
+
+    # == reads and status ================================================================
+    def read_plan(self, table: str) -> dict[str, Any]:
+        """One consistent point to read at: the table's latest instant, the committed
+        transactions, and which server holds which bucket."""
+        description = self.describe_table(table)
+        return {
+            **description,
+            "instant": self.latest_commit(table),
+            "snapshot": self.txn_snapshot().to_dict(),
+        }
+
+    def status(self) -> dict[str, Any]:
+        now = self._clock()
+        with self._lock:
+            servers = {
+                s: {
+                    "location": info.location,
+                    "heartbeat_age_s": round(now - info.last_heartbeat, 3),
+                    "memory_used": info.status.get("memory_used", 0),
+                    "memory_budget": info.memory_budget,
+                    "tables": info.status.get("tables", {}),
+                }
+                for s, info in sorted(self._servers.items())
+            }
+            tables = {
+                name: {"path": entry.path, "buckets": len(self._state.assignments.get(name, {}))}
+                for name, entry in sorted(self._state.tables.items())
+            }
+            open_txns = sorted(self._state.snapshot().open)
+        for name, info in tables.items():
+            info["latest_commit"] = self._latest_commit.get(name)
+            unflushed = [s["tables"].get(name, {}) for s in servers.values()]
+            info["unflushed_rows"] = sum(u.get("unflushed_rows", 0) for u in unflushed)
+            info["lag_s"] = max((u.get("oldest_unflushed_s", 0.0) for u in unflushed), default=0.0)
+        return {"servers": servers, "tables": tables, "open_transactions": open_txns}
+
+    def servers(self) -> dict[str, str]:
+        with self._lock:
+            return {s: info.location for s, info in self._servers.items()}
+
+
+def _utc(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)

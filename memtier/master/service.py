@@ -1,0 +1,185 @@
+"""The master over RPC: :class:`MasterService` serves a :class:`Master`;
+:class:`MasterProxy` offers the same Python calls to any process that can reach it
+(clients, table servers, Spark executors), none of which need Ray."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from memtier.errors import InvalidArgumentError
+from memtier.master.master import Master
+from memtier.master.state import TxnSnapshot
+from memtier.rpc import RpcClient
+from memtier.tableserver.master_link import FlushedBlock, TableLocation
+
+__all__ = ["MasterProxy", "MasterService"]
+
+
+def _schema_bytes(schema: pa.Schema) -> bytes:
+    return schema.serialize().to_pybytes()
+
+
+def _schema(data: bytes) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(data))
+
+
+class MasterService:
+    """Dispatches RPC control calls to a :class:`Master`."""
+
+    def __init__(self, master: Master) -> None:
+        self.master = master
+        m = master
+        self._actions: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+            "create_table": lambda r: m.create_table(
+                r["name"], _schema(r["schema"]), r["record_key"],
+                ordering_field=r.get("ordering_field"), partition_fields=r.get("partition_fields"),
+                buckets=r.get("buckets", 4), table_type=r.get("table_type", "MERGE_ON_READ"),
+                path=r.get("path"), storage_options=r.get("storage_options"),
+                log_block_format=r.get("log_block_format", "avro"),
+            ),
+            "register_table": lambda r: m.register_table(r["name"], r["path"], r.get("storage_options")),
+            "drop_table": lambda r: _none(m.drop_table(r["name"], purge=r.get("purge", False))),
+            "list_tables": lambda r: {"tables": m.list_tables()},
+            "describe_table": lambda r: m.describe_table(r["name"]),
+            "table_location": lambda r: vars(m.table_location(r["table"])),
+            "register_server": lambda r: _none(
+                m.register_server(r["server_id"], r["location"], r["memory_budget"])
+            ),
+            "heartbeat": lambda r: m.heartbeat(
+                r["server_id"], r["status"],
+                {(t, int(b)): int(n) for t, b, n in r.get("bucket_memory", [])},
+            ),
+            "begin_txn": lambda r: m.begin_txn(r["table"], r["writer"], r["batch"]),
+            "commit_txn": lambda r: {"state": m.commit_txn(r["txn_id"])},
+            "abort_txn": lambda r: {"state": m.abort_txn(r["txn_id"])},
+            "txn_snapshot": lambda r: m.txn_snapshot().to_dict(),
+            "begin_flush": lambda r: {"instant": m.begin_flush(r["table"], r["server_id"])},
+            "flush_inflight": lambda r: _none(m.flush_inflight(r["table"], r["instant"], r["planned"])),
+            "complete_flush": lambda r: _none(m.complete_flush(
+                r["table"], r["instant"], r["stats"], [FlushedBlock.from_list(f) for f in r["flushed"]]
+            )),
+            "abort_flush": lambda r: _none(m.abort_flush(r["table"], r["instant"])),
+            "flushed_blocks": lambda r: {"blocks": [f.to_list() for f in m.flushed_blocks(r["table"])]},
+            "read_plan": lambda r: m.read_plan(r["table"]),
+            "latest_commit": lambda r: {"instant": m.latest_commit(r["table"])},
+            "status": lambda r: m.status(),
+            "servers": lambda r: {"servers": m.servers()},
+        }
+
+    def handle_action(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
+        action = self._actions.get(name)
+        if action is None:
+            raise InvalidArgumentError(f"the master has no call {name!r}")
+        return action(request)
+
+    def handle_put(self, request: dict[str, Any], data: pa.Table) -> dict[str, Any]:
+        raise InvalidArgumentError("the master takes no data: write to the table servers")
+
+    def handle_get(self, request: dict[str, Any]) -> pa.Table:
+        raise InvalidArgumentError("the master serves no data: read from the table servers")
+
+
+def _none(_: Any) -> dict[str, Any]:
+    return {}
+
+
+class MasterProxy:
+    """A :class:`Master` in another process: the same calls, over RPC."""
+
+    def __init__(self, location: str, *, token: str | None = None, timeout: float | None = 60.0) -> None:
+        self.location = location
+        self._rpc = RpcClient(location, token=token, timeout=timeout)
+
+    def _call(self, action: str, /, **request: Any) -> dict[str, Any]:
+        return self._rpc.call(action, request)
+
+    # catalog
+    def create_table(
+        self, name: str, schema: pa.Schema, record_key: str | Sequence[str], *,
+        ordering_field: str | None = None, partition_fields: str | Sequence[str] | None = None,
+        buckets: int = 4, table_type: str = "MERGE_ON_READ", path: str | None = None,
+        storage_options: Mapping[str, str] | None = None, log_block_format: str = "avro",
+    ) -> dict[str, Any]:
+        return self._call(
+            "create_table", name=name, schema=_schema_bytes(schema), record_key=record_key,
+            ordering_field=ordering_field, partition_fields=partition_fields, buckets=buckets,
+            table_type=table_type, path=path, storage_options=storage_options,
+            log_block_format=log_block_format,
+        )
+
+    def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None) -> dict[str, Any]:
+        return self._call("register_table", name=name, path=path, storage_options=storage_options)
+
+    def drop_table(self, name: str, *, purge: bool = False) -> None:
+        self._call("drop_table", name=name, purge=purge)
+
+    def list_tables(self) -> list[str]:
+        return self._call("list_tables")["tables"]
+
+    def describe_table(self, name: str) -> dict[str, Any]:
+        return self._call("describe_table", name=name)
+
+    def table_location(self, table: str) -> TableLocation:
+        return TableLocation(**self._call("table_location", table=table))
+
+    # table servers
+    def register_server(self, server_id: str, location: str, memory_budget: int) -> None:
+        self._call("register_server", server_id=server_id, location=location, memory_budget=memory_budget)
+
+    def heartbeat(self, server_id: str, status: Mapping[str, Any],
+                  bucket_memory: Mapping[tuple[str, int], int] | None = None) -> dict[str, Any]:
+        held = [[t, b, n] for (t, b), n in (bucket_memory or {}).items()]
+        return self._call("heartbeat", server_id=server_id, status=dict(status), bucket_memory=held)
+
+    # transactions
+    def begin_txn(self, table: str, writer: str, batch: str) -> dict[str, Any]:
+        return self._call("begin_txn", table=table, writer=writer, batch=batch)
+
+    def commit_txn(self, txn_id: int) -> str:
+        return self._call("commit_txn", txn_id=txn_id)["state"]
+
+    def abort_txn(self, txn_id: int) -> str:
+        return self._call("abort_txn", txn_id=txn_id)["state"]
+
+    def txn_snapshot(self) -> TxnSnapshot:
+        return TxnSnapshot.from_dict(self._call("txn_snapshot"))
+
+    # the timeline
+    def begin_flush(self, table: str, server_id: str) -> str:
+        return self._call("begin_flush", table=table, server_id=server_id)["instant"]
+
+    def flush_inflight(self, table: str, instant: str, planned: bytes) -> None:
+        self._call("flush_inflight", table=table, instant=instant, planned=planned)
+
+    def complete_flush(self, table: str, instant: str, stats: Sequence[Mapping[str, Any]],
+                       flushed: Sequence[FlushedBlock]) -> None:
+        self._call("complete_flush", table=table, instant=instant, stats=[dict(s) for s in stats],
+                   flushed=[f.to_list() for f in flushed])
+
+    def abort_flush(self, table: str, instant: str) -> None:
+        self._call("abort_flush", table=table, instant=instant)
+
+    def flushed_blocks(self, table: str) -> list[FlushedBlock]:
+        return [FlushedBlock.from_list(f) for f in self._call("flushed_blocks", table=table)["blocks"]]
+
+    def latest_commit(self, table: str) -> str | None:
+        return self._call("latest_commit", table=table)["instant"]
+
+    # reads and status
+    def read_plan(self, table: str) -> dict[str, Any]:
+        return self._call("read_plan", table=table)
+
+    def status(self) -> dict[str, Any]:
+        return self._call("status")
+
+    def servers(self) -> dict[str, str]:
+        return self._call("servers")["servers"]
+
+    def close(self) -> None:
+        self._rpc.close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MasterProxy, (self.location,), {"_rpc": self._rpc})

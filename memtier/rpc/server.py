@@ -1,0 +1,237 @@
+"""Serve a plain-Python :class:`Service` over Arrow Flight.
+
+Three call kinds map onto Flight RPCs:
+
+* ``call``: DoAction; action type = name, body = JSON request, one JSON result body;
+* ``put``: DoPut; the descriptor is a command holding the JSON request, the stream is the
+  data, and the acknowledgement comes back as one JSON app-metadata message;
+* ``get``: DoGet; the ticket holds the JSON request, the stream is the result.
+
+A :class:`~memtier.errors.MemtierError` raised by the service reaches the client as the
+same class with the same message; any other exception is logged here with its traceback
+and reaches the client as :class:`~memtier.errors.RpcError`.
+
+The gRPC server serves on its own thread pool from :meth:`RpcServer.start` until
+:meth:`RpcServer.stop`, so the service is called from many threads at once and must be
+thread-safe.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import itertools
+import logging
+from collections.abc import Iterable, Iterator
+from types import TracebackType
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.flight as fl
+
+from memtier.errors import InvalidArgumentError, MemtierError, RpcError
+from memtier.rpc import codec
+
+__all__ = ["RpcServer", "Service"]
+
+_log = logging.getLogger(__name__)
+
+
+class Service(Protocol):
+    """What an :class:`RpcServer` dispatches to. Must be thread-safe."""
+
+    def handle_action(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
+        """A control call: JSON-able dicts in and out."""
+        ...
+
+    def handle_put(self, request: dict[str, Any], data: pa.Table) -> dict[str, Any]:
+        """A write of ``data``; returns the acknowledgement."""
+        ...
+
+    def handle_get(
+        self, request: dict[str, Any]
+    ) -> pa.Table | pa.RecordBatchReader | Iterable[pa.RecordBatch]:
+        """A read. A bare iterable must yield at least one batch (its schema is the first
+        batch's); return an empty Table or a RecordBatchReader to answer with no rows."""
+        ...
+
+
+class RpcServer:
+    """A Flight server for one :class:`Service`; a context manager that starts and stops it.
+
+    Binding to anything but a loopback address requires ``token``; given a token, every
+    call must carry ``authorization: Bearer <token>``.
+    """
+
+    def __init__(
+        self, service: Service, *, host: str = "127.0.0.1", port: int = 0,
+        token: str | None = None,
+    ) -> None:
+        if token is None and not _is_loopback(host):
+            raise InvalidArgumentError(
+                f"refusing to serve on {host} without a shared token: anyone who can reach "
+                f"{host}:{port} could read and write tables; pass token=... or bind 127.0.0.1"
+            )
+        self._service = service
+        self._host = host
+        self._requested_port = port
+        self._expected = None if token is None else codec.bearer(token)
+        self._flight: _FlightService | None = None
+
+    def start(self) -> RpcServer:
+        """Bind and start serving; returns ``self``."""
+        if self._flight is not None:
+            raise InvalidArgumentError(f"RpcServer at {self.location} is already started")
+        middleware = {} if self._expected is None else {"auth": _BearerAuth(self._expected)}
+        location = _grpc_location(self._host, self._requested_port)
+        try:
+            self._flight = _FlightService(self._service, location, middleware)
+        except pa.ArrowException as e:  # gRPC logs the reason (e.g. address in use) to stderr
+            raise RpcError(f"cannot serve on {location}: {e}") from e
+        return self
+
+    @property
+    def port(self) -> int:
+        """The bound port (the real one when constructed with ``port=0``)."""
+        if self._flight is None:
+            raise RpcError(f"RpcServer for {self._host} is not started: call start() first")
+        return int(self._flight.port)
+
+    @property
+    def location(self) -> str:
+        """``grpc://host:port`` with the bound port: what an :class:`RpcClient` connects to."""
+        return _grpc_location(self._host, self.port)
+
+    def stop(self) -> None:
+        """Stop serving, after the calls in progress finish. Idempotent."""
+        flight, self._flight = self._flight, None
+        if flight is not None:
+            flight.shutdown()
+            flight.wait()
+
+    def __enter__(self) -> RpcServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class _FlightService(fl.FlightServerBase):
+    """The Flight side: decodes requests, dispatches to the service, encodes results."""
+
+    def __init__(
+        self, service: Service, location: str, middleware: dict[str, fl.ServerMiddlewareFactory]
+    ) -> None:
+        super().__init__(location, middleware=middleware)  # binds and serves at once
+        self._service = service
+
+    def do_action(self, context: fl.ServerCallContext, action: fl.Action) -> list[bytes]:
+        call = f"handle_action({action.type!r})"
+        try:
+            request = codec.loads(action.body.to_pybytes())
+            return [_encode_response(call, self._service.handle_action(action.type, request))]
+        except Exception as e:
+            raise _flight_error(call, e) from e
+
+    def do_put(
+        self, context: fl.ServerCallContext, descriptor: fl.FlightDescriptor,
+        reader: fl.MetadataRecordBatchReader, writer: fl.FlightMetadataWriter,
+    ) -> None:
+        try:
+            request = codec.loads(_command(descriptor))
+            ack = self._service.handle_put(request, reader.read_all())
+            writer.write(pa.py_buffer(_encode_response("handle_put", ack)))
+        except Exception as e:
+            raise _flight_error("handle_put", e) from e
+
+    def do_get(self, context: fl.ServerCallContext, ticket: fl.Ticket) -> fl.FlightDataStream:
+        try:
+            return _stream(self._service.handle_get(codec.loads(ticket.ticket)))
+        except Exception as e:
+            raise _flight_error("handle_get", e) from e
+
+
+class _BearerAuth(fl.ServerMiddlewareFactory):
+    """Refuses every call that does not carry ``authorization: Bearer <token>``."""
+
+    def __init__(self, expected: bytes) -> None:
+        self._expected = expected
+
+    def start_call(
+        self, info: fl.CallInfo, headers: dict[str, list[str | bytes]]
+    ) -> fl.ServerMiddleware | None:
+        values = headers.get("authorization", [])
+        if not values:
+            raise fl.FlightUnauthenticatedError(
+                "this memtier server requires a token: the call has no 'authorization' header"
+            )
+        given = values[0].encode() if isinstance(values[0], str) else values[0]
+        if not hmac.compare_digest(given, self._expected):
+            raise fl.FlightUnauthenticatedError(
+                "the call's bearer token does not match this memtier server's token"
+            )
+        return None
+
+
+def _flight_error(call: str, exc: Exception) -> fl.FlightServerError:
+    """The Flight error that carries ``exc`` to the client; logs it unless a MemtierError."""
+    if not isinstance(exc, MemtierError):
+        _log.error("%s failed", call, exc_info=exc)
+        exc = RpcError(f"{call} failed on the server: {type(exc).__name__}: {exc}")
+    return fl.FlightServerError(str(exc), extra_info=codec.error_to_wire(exc))
+
+
+def _stream(
+    result: pa.Table | pa.RecordBatchReader | Iterable[pa.RecordBatch],
+) -> fl.FlightDataStream:
+    if isinstance(result, pa.Table):
+        return fl.RecordBatchStream(result)
+    if isinstance(result, pa.RecordBatchReader):
+        return fl.GeneratorStream(result.schema, _reported(result))
+    batches = iter(result)
+    first = next(batches, None)
+    if first is None:
+        raise RpcError(
+            "handle_get returned an empty iterable, which has no schema: return an "
+            "empty pa.Table or a pa.RecordBatchReader to answer with no rows"
+        )
+    return fl.GeneratorStream(first.schema, _reported(itertools.chain([first], batches)))
+
+
+def _reported(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches``, with an error raised while producing them carried to the client."""
+    try:
+        yield from batches
+    except Exception as e:
+        raise _flight_error("handle_get", e) from e
+
+
+def _encode_response(call: str, response: dict[str, Any]) -> bytes:
+    try:
+        return codec.dumps(response)
+    except InvalidArgumentError as e:
+        raise RpcError(f"{call} returned a response that cannot be sent: {e}") from e
+
+
+def _command(descriptor: fl.FlightDescriptor) -> bytes:
+    if descriptor.descriptor_type != fl.DescriptorType.CMD:
+        raise InvalidArgumentError(
+            f"a put's descriptor must be a command holding the JSON request, got {descriptor}"
+        )
+    return descriptor.command
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def _grpc_location(host: str, port: int) -> str:
+    return f"grpc://[{host}]:{port}" if ":" in host else f"grpc://{host}:{port}"

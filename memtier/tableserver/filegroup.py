@@ -1,0 +1,126 @@
+"""One file group on a table server: its blocks in order, the open one, and the highest
+producer sequence seen per producer (so a retried write is dropped, not applied twice)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from memtier.io import FileIO, join
+from memtier.tableserver.block import Block, Frame
+from memtier.wal import GroupCommitter, WalFileName, WalHeader, recover
+from memtier.wal.storage import WalEntry
+
+__all__ = ["FileGroup", "FileGroupKey"]
+
+
+@dataclass(frozen=True, order=True)
+class FileGroupKey:
+    """A file group of a table: its partition path and Hudi file id (bucket inside)."""
+
+    partition: str
+    file_id: str
+
+
+class FileGroup:
+    """Blocks of one file group, oldest first. Appends are serialized per file group so
+    the order in memory is the order in the WAL."""
+
+    def __init__(
+        self,
+        table: str,
+        key: FileGroupKey,
+        schema: pa.Schema,
+        wal_dir: str,
+        fileio: FileIO,
+        committer: GroupCommitter,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.table = table
+        self.key = key
+        self.schema = schema
+        self._wal_dir = wal_dir
+        self._fileio = fileio
+        self._committer = committer
+        self._clock = clock
+        self.blocks: list[Block] = []
+        self.high_water: dict[bytes, int] = {}
+        self.next_block_id = 1
+        self.lock = threading.Lock()  # one appender at a time: WAL order == memory order
+
+    # -- recovery ---------------------------------------------------------------------
+    def recover(self, entries: list[WalEntry], flushed_through: int) -> list[Block]:
+        """Rebuild from this file group's WAL files (torn tails cut): blocks up to block
+        ``flushed_through`` are already in the Hudi table; returns the unflushed ones."""
+        unflushed = []
+        for entry in sorted(entries, key=lambda e: e.name.block_id):
+            recovered = recover(self._fileio, entry.path, schema=self.schema)
+            block = Block.recovered(self._fileio, recovered.contents)
+            for producer, seq in recovered.producer_seqs.items():
+                self.high_water[producer] = max(self.high_water.get(producer, -1), seq)
+            self.next_block_id = max(self.next_block_id, block.block_id + 1)
+            if block.block_id <= flushed_through:
+                block.evict()
+                block.mark_flushed("00000000000000000")  # before any reader's instant
+            else:
+                unflushed.append(block)
+            self.blocks.append(block)
+        self.next_block_id = max(self.next_block_id, flushed_through + 1)
+        return unflushed
+
+    # -- writing ----------------------------------------------------------------------
+    def is_duplicate(self, producer: bytes, seq: int) -> bool:
+        return seq <= self.high_water.get(producer, -1)
+
+    def open_block(self) -> Block:
+        """The block new frames go to (started when there is none open)."""
+        if self.blocks and not self.blocks[-1].sealed:
+            return self.blocks[-1]
+        header = WalHeader(
+            table=self.table,
+            partition=self.key.partition,
+            file_group=self.key.file_id,
+            block_id=self.next_block_id,
+            schema=self.schema,
+            created_ms=int(self._clock() * 1000),
+        )
+        path = join(self._wal_dir, WalFileName(self.key.file_id, self.next_block_id).name)
+        block = Block.create(self._fileio, path, header, self._committer)
+        self.next_block_id += 1
+        self.blocks.append(block)
+        return block
+
+    def append(self, frame: Frame) -> tuple[Block, int]:
+        """Durably append ``frame`` to the open block; (the block, bytes added to memory).
+        The caller holds :attr:`lock`."""
+        block = self.open_block()
+        added = block.append(frame)
+        self.high_water[frame.producer_id] = max(
+            self.high_water.get(frame.producer_id, -1), frame.producer_seq
+        )
+        return block, added
+
+    # -- lifecycle --------------------------------------------------------------------
+    def unflushed(self) -> list[Block]:
+        return [b for b in self.blocks if b.flushed_instant is None]
+
+    def seal_open(self) -> None:
+        if self.blocks and not self.blocks[-1].sealed:
+            self.blocks[-1].seal()
+
+    def forget_flushed(self, older_than: float) -> None:
+        """Drop blocks flushed before monotonic time ``older_than`` (readers planned
+        before their flush are done by then); their WAL files remain for retention."""
+        self.blocks = [
+            b for b in self.blocks
+            if b.flushed_instant is None or b.flushed_at is None or b.flushed_at >= older_than
+        ]
+
+    @property
+    def memory(self) -> int:
+        return sum(b.memory for b in self.blocks)

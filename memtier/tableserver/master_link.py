@@ -1,0 +1,63 @@
+"""What a table server needs from the master: a small protocol, so the server core runs
+against the master object in-process (tests) or over RPC (the cluster) alike."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from memtier.master.state import TxnSnapshot
+
+__all__ = ["FlushedBlock", "MasterLink", "TableLocation"]
+
+
+@dataclass(frozen=True)
+class TableLocation:
+    """Where a table's Hudi files live."""
+
+    name: str
+    path: str
+    storage_options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FlushedBlock:
+    """The last block of a file group a flush wrote (all earlier ones are in it too)."""
+
+    partition: str
+    file_id: str
+    block_id: int
+
+    def to_list(self) -> list[Any]:
+        return [self.partition, self.file_id, self.block_id]
+
+    @classmethod
+    def from_list(cls, item: Sequence[Any]) -> FlushedBlock:
+        return cls(str(item[0]), str(item[1]), int(item[2]))
+
+
+class MasterLink(Protocol):
+    """The master's calls a table server makes."""
+
+    def table_location(self, table: str) -> TableLocation: ...
+
+    def txn_snapshot(self) -> TxnSnapshot: ...
+
+    def flushed_blocks(self, table: str) -> list[FlushedBlock]:
+        """The last flushed block of every file group, from the timeline."""
+        ...
+
+    def begin_flush(self, table: str, server_id: str) -> str:
+        """A new instant for one flush (requested on the timeline)."""
+        ...
+
+    def flush_inflight(self, table: str, instant: str, planned: bytes) -> None:
+        """Mark the flush inflight; ``planned`` is the commit metadata naming its files."""
+        ...
+
+    def complete_flush(
+        self, table: str, instant: str, stats: Sequence[Mapping[str, Any]], flushed: Sequence[FlushedBlock]
+    ) -> None: ...
+
+    def abort_flush(self, table: str, instant: str) -> None: ...

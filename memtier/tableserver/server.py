@@ -1,0 +1,505 @@
+"""The table server core: blocks of the file groups it owns, in memory and in WAL files.
+
+Plain Python, no Ray: :mod:`memtier.cluster` wraps it in an actor, tests drive it
+directly. Writes are validated, appended to the WAL of each file group's open block
+(durable on return, syncs shared by concurrent writers), then to memory, then
+acknowledged. Sealed blocks of resolved transactions flush into Hudi log files through
+the master, which owns the timeline. Memory is bounded: sealed blocks are evicted (their
+rows stay in the WAL) and read back when a reader or a flush needs them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from memtier.config import TableServerConfig, WalConfig
+from memtier.errors import BatchTooLargeError, NotOwnerError, TableNotFoundError, TransactionError
+from memtier.hudi.filegroup import FileGroupChange
+from memtier.hudi.filenames import bucket_file_id, bucket_or_none
+from memtier.hudi.fsview import FileSystemView
+from memtier.hudi.routing import all_unique, keep_latest, locate
+from memtier.hudi.schema import check_ordering_not_null, conform, to_table
+from memtier.hudi.tablemeta import TableMeta
+from memtier.hudi.writer import (
+    ensure_partition_metadata,
+    plan_changes,
+    planned_metadata,
+    write_files,
+)
+from memtier.io import FileIO, join, open_fileio, parent, relpath
+from memtier.master.state import AUTOCOMMIT, TxnSnapshot
+from memtier.tableserver.block import Block, Frame
+from memtier.tableserver.filegroup import FileGroup, FileGroupKey
+from memtier.tableserver.master_link import FlushedBlock, MasterLink
+from memtier.tableserver.memory import MemoryAccount
+from memtier.wal import GroupCommitter, list_wals
+
+__all__ = ["FILE_ID_COLUMN", "PARTITION_COLUMN", "TableServer", "WriteAck"]
+
+log = logging.getLogger(__name__)
+
+#: Columns a block read carries besides the data: the rows' file group.
+PARTITION_COLUMN = "__memtier_partition"
+FILE_ID_COLUMN = "__memtier_file_id"
+_NO_PRODUCER = bytes(16)
+#: How long flushed blocks stay listed for readers that planned before the flush.
+_FLUSHED_GRACE_S = 60.0
+
+
+@dataclass(frozen=True)
+class WriteAck:
+    """What a write acknowledgement reports."""
+
+    rows: int  # rows appended (durable in the WAL, in memory)
+    duplicate_rows: int  # rows of a retried write already held: dropped
+    file_groups: int
+    evicted_bytes: int  # memory freed to admit this write (back-pressure, never an error)
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "rows": self.rows,
+            "duplicate_rows": self.duplicate_rows,
+            "file_groups": self.file_groups,
+            "evicted_bytes": self.evicted_bytes,
+        }
+
+
+@dataclass
+class _Table:
+    """One table as this server serves it."""
+
+    meta: TableMeta
+    owned: set[int] = field(default_factory=set)
+    groups: dict[FileGroupKey, FileGroup] = field(default_factory=dict)
+    file_ids: dict[tuple[str, int], str] = field(default_factory=dict)  # from the Hudi table
+    flush_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def name(self) -> str:
+        return self.meta.config.name
+
+
+class TableServer:
+    """Blocks of the buckets this server owns, for every table; thread-safe."""
+
+    def __init__(
+        self,
+        server_id: str,
+        master: MasterLink,
+        wal_root: str,
+        *,
+        config: TableServerConfig | None = None,
+        wal_config: WalConfig | None = None,
+        wal_storage_options: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.server_id = server_id
+        self.config = config or TableServerConfig()
+        self._master = master
+        self._wal_root = wal_root
+        self._wal_io: FileIO = open_fileio(wal_root, wal_storage_options)
+        self._committer = GroupCommitter(wal_config, clock=clock)
+        self._clock = clock
+        self._tables: dict[str, _Table] = {}
+        self._lock = threading.Lock()
+        self.memory = MemoryAccount(self.config.memory_budget)
+        self._snapshot = TxnSnapshot(1)
+        self._appenders = ThreadPoolExecutor(8, thread_name_prefix="memtier-append")
+        self._last_flush = time.monotonic()
+
+    # == ownership =======================================================================
+    def acquire(self, table: str, buckets: Iterable[int]) -> None:
+        """Serve ``buckets`` of ``table``: recover their unflushed blocks from the WAL first."""
+        t = self._open_table(table)
+        wanted = set(buckets) - t.owned
+        if not wanted:
+            return
+        flushed = {(f.partition, f.file_id): f.block_id for f in self._master.flushed_blocks(table)}
+        wal_dir = join(self._wal_root, table)
+        found: dict[FileGroupKey, list[Any]] = {}
+        for entry in list_wals(self._wal_io, wal_dir):
+            bucket = bucket_or_none(entry.name.file_group)
+            if bucket in wanted:
+                key = FileGroupKey(relpath(wal_dir, parent(entry.path)), entry.name.file_group)
+                found.setdefault(key, []).append(entry)
+        with t.flush_lock:
+            for key, entries in found.items():
+                group = self._new_group(t, key)
+                for block in group.recover(entries, flushed.get((key.partition, key.file_id), 0)):
+                    self.memory.add(block.memory)
+                t.groups[key] = group
+            t.owned |= wanted
+        log.info("%s serves buckets %s of %s (%d file groups recovered)",
+                 self.server_id, sorted(wanted), table, len(found))
+
+    def release(self, table: str, buckets: Iterable[int] | None = None) -> None:
+        """Stop serving ``buckets`` (all, by default): seal their open blocks, drop them
+        from memory. Their unflushed blocks stay in the WAL for the next owner."""
+        with self._lock:
+            t = self._tables.get(table)
+        if t is None:
+            return
+        with t.flush_lock:
+            gone = set(t.owned if buckets is None else buckets)
+            t.owned -= gone
+            for key in [k for k in t.groups if bucket_or_none(k.file_id) in gone]:
+                group = t.groups.pop(key)
+                with group.lock:
+                    group.seal_open()
+                    self.memory.release(group.memory)
+            if not t.owned:
+                with self._lock:
+                    self._tables.pop(table, None)
+
+    def owned(self, table: str) -> set[int]:
+        with self._lock:
+            t = self._tables.get(table)
+        return set(t.owned) if t is not None else set()
+
+    def _open_table(self, table: str) -> _Table:
+        with self._lock:
+            t = self._tables.get(table)
+            if t is not None:
+                return t
+        location = self._master.table_location(table)
+        meta = TableMeta.load(open_fileio(location.path, location.storage_options), location.path)
+        view = FileSystemView.build(meta.io, meta.base_path, meta.timeline())
+        file_ids = {(p, b): f for p, f in view.file_groups if (b := bucket_or_none(f)) is not None}
+        t = _Table(meta, file_ids=file_ids)
+        with self._lock:
+            return self._tables.setdefault(table, t)
+
+    def _table(self, table: str) -> _Table:
+        with self._lock:
+            t = self._tables.get(table)
+        if t is None:
+            raise TableNotFoundError(f"table {table!r} is not served by table server {self.server_id}")
+        return t
+
+    def _new_group(self, t: _Table, key: FileGroupKey) -> FileGroup:
+        wal_dir = join(self._wal_root, t.name, key.partition) if key.partition else join(
+            self._wal_root, t.name
+        )
+        return FileGroup(
+            t.name, key, t.meta.physical, wal_dir, self._wal_io, self._committer, clock=self._clock
+        )
+
+    # == writes ==========================================================================
+    def write(
+        self,
+        table: str,
+        data: Any,
+        *,
+        txn_id: int = AUTOCOMMIT,
+        producer_id: bytes = _NO_PRODUCER,
+        producer_seq: int = 0,
+    ) -> WriteAck:
+        """Validate, append durably to the WAL, then to memory; the acknowledgement.
+
+        A batch is checked whole before anything is appended: a rejected batch leaves no
+        rows in any WAL or in memory. A retry (same producer and sequence) is dropped for
+        every file group that already holds it.
+        """
+        t = self._table(table)
+        batch = to_table(data)
+        if batch.num_rows > self.config.max_batch_rows:
+            raise BatchTooLargeError(
+                f"a batch of {batch.num_rows} rows exceeds tableserver.max-batch-rows "
+                f"({self.config.max_batch_rows}); split it"
+            )
+        if batch.num_rows == 0:
+            return WriteAck(0, 0, 0, 0)
+        self._check_txn(txn_id)
+        meta = t.meta
+        logical = conform(batch, meta.schema)
+        check_ordering_not_null(logical, meta.config.ordering_field)
+        physical = conform(logical, meta.physical)
+        located = locate(meta, physical, integer_keys=False)
+        foreign = sorted({b for _, b, _ in located.groups} - t.owned)
+        if foreign:
+            raise NotOwnerError(
+                f"buckets {foreign} of table {table!r} are not on table server {self.server_id}; "
+                "refresh the routing and retry"
+            )
+        pieces = []
+        for partition, bucket, rows in located.groups:
+            key = FileGroupKey(partition, t.file_ids.get((partition, bucket)) or bucket_file_id(bucket))
+            piece = physical.take(pa.array(rows)).combine_chunks().to_batches()
+            pieces.append((key, piece[0] if piece else meta.physical.empty_table().to_batches()[0]))
+        evicted = self._make_room(sum(p.nbytes for _, p in pieces))
+
+        def append(item: tuple[FileGroupKey, pa.RecordBatch]) -> int:
+            return self._append(t, item[0], Frame(txn_id, producer_id, producer_seq, item[1]))
+
+        if len(pieces) == 1:
+            appended = [append(pieces[0])]
+        else:
+            appended = list(self._appenders.map(append, pieces))
+        rows = sum(appended)
+        return WriteAck(rows, batch.num_rows - rows, len(pieces), evicted)
+
+    def _append(self, t: _Table, key: FileGroupKey, frame: Frame) -> int:
+        with self._lock:
+            group = t.groups.get(key)
+            if group is None:
+                group = t.groups[key] = self._new_group(t, key)
+        with group.lock:
+            if group.is_duplicate(frame.producer_id, frame.producer_seq):
+                return 0
+            block, added = group.append(frame)
+            if block.nbytes >= self.config.block_max_bytes:
+                block.seal()
+        self.memory.add(added)
+        return frame.batch.num_rows
+
+    def _check_txn(self, txn_id: int) -> None:
+        if txn_id == AUTOCOMMIT:
+            return
+        if txn_id >= self._snapshot.next_txn or txn_id not in self._snapshot.open:
+            self._snapshot = self._master.txn_snapshot()  # it may have begun since
+        snapshot = self._snapshot
+        if txn_id >= snapshot.next_txn:
+            raise TransactionError(f"transaction {txn_id} was never begun at the master")
+        if txn_id not in snapshot.open:
+            state = "aborted" if txn_id in snapshot.aborted else "committed"
+            raise TransactionError(f"transaction {txn_id} is already {state}; begin a new one")
+
+    # == memory ==========================================================================
+    def _blocks(self) -> list[tuple[_Table, FileGroup, Block]]:
+        with self._lock:
+            tables = list(self._tables.values())
+        return [(t, g, b) for t in tables for g in list(t.groups.values()) for b in list(g.blocks)]
+
+    def _make_room(self, incoming: int) -> int:
+        """Evict sealed blocks until ``incoming`` bytes fit the budget (flushed blocks
+        first, then the oldest unflushed: their rows stay in the WAL); bytes freed."""
+        need = self.memory.over(incoming)
+        if need <= 0:
+            return 0
+        candidates = [b for _, _, b in self._blocks() if b.resident and b.memory]
+        for _, group, block in self._blocks():
+            if need > 0 and not block.sealed and block.memory and group.blocks[-1] is block:
+                with group.lock:
+                    block.seal()  # the open block too, when sealed ones do not suffice
+        candidates = [b for _, _, b in self._blocks() if b.resident and b.memory and b.sealed]
+        candidates.sort(key=lambda b: (b.flushed_instant is None, b.created))
+        freed = 0
+        for block in candidates:
+            if freed >= need:
+                break
+            released = block.evict()
+            self.memory.release(released)
+            freed += released
+        return freed
+
+    # == reads ===========================================================================
+    def read(
+        self,
+        table: str,
+        *,
+        as_of_instant: str | None,
+        snapshot: TxnSnapshot | None = None,
+        columns: list[str] | None = None,
+        buckets: Iterable[int] | None = None,
+    ) -> pa.Table:
+        """Rows of this server's blocks that the Hudi table lacks as of ``as_of_instant``
+        (None: a table with no commits), in write order per file group, with the file
+        group in two extra columns. With a ``snapshot``, rows of transactions not
+        committed in it are left out (committed reads)."""
+        t = self._table(table)
+        wanted = set(buckets) if buckets is not None else None
+        names = list(columns) if columns is not None else t.meta.physical.names
+        schema = pa.schema([t.meta.physical.field(n) for n in names])
+        batches, partitions, file_ids = [], [], []
+        for key in sorted(t.groups):
+            if wanted is not None and bucket_or_none(key.file_id) not in wanted:
+                continue
+            for block in list(t.groups[key].blocks):
+                if not block.missing_from(as_of_instant):
+                    continue
+                for frame in block.frames():
+                    if snapshot is not None and not snapshot.committed(frame.txn_id):
+                        continue
+                    batches.append(frame.batch.select(names))
+                    partitions.append((key.partition, frame.batch.num_rows))
+                    file_ids.append((key.file_id, frame.batch.num_rows))
+        data = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
+        return data.append_column(PARTITION_COLUMN, _repeated(partitions)).append_column(
+            FILE_ID_COLUMN, _repeated(file_ids)
+        )
+
+    # == flushes =========================================================================
+    def maintain(self) -> list[str]:
+        """Periodic work: seal blocks past their age, flush when due or under memory
+        pressure, forget long-flushed blocks. Returns the instants flushed."""
+        now = time.monotonic()
+        max_age = self.config.block_max_age.total_seconds()
+        for _, group, block in self._blocks():
+            if not block.sealed and now - block.created >= max_age and group.blocks[-1] is block:
+                with group.lock:
+                    block.seal()
+        instants: list[str] = []
+        due = now - self._last_flush >= self.config.flush_interval.total_seconds()
+        if due or self.memory.pressure() > 0.7:
+            self._last_flush = now
+            instants = self.flush()
+        for _, group, _ in self._blocks():
+            group.forget_flushed(now - _FLUSHED_GRACE_S)
+        return instants
+
+    def flush(self, table: str | None = None, *, seal: bool = False) -> list[str]:
+        """Flush sealed blocks of resolved transactions (``seal``: seal open blocks
+        first, so everything acknowledged goes); the instants committed."""
+        with self._lock:
+            tables = [self._tables[table]] if table is not None else list(self._tables.values())
+        if table is not None and not tables:
+            raise TableNotFoundError(f"table {table!r} is not served by table server {self.server_id}")
+        instants = []
+        for t in tables:
+            instant = self._flush_table(t, seal=seal)
+            if instant is not None:
+                instants.append(instant)
+        return instants
+
+    def _flush_table(self, t: _Table, *, seal: bool) -> str | None:
+        with t.flush_lock:
+            snapshot = self._master.txn_snapshot()
+            work: list[tuple[FileGroup, list[Block]]] = []
+            for group in list(t.groups.values()):
+                if seal:
+                    with group.lock:
+                        group.seal_open()
+                ready = []
+                for block in group.unflushed():
+                    if not block.sealed or not block.resolved(snapshot):
+                        break  # blocks flush in order
+                    ready.append(block)
+                if ready:
+                    work.append((group, ready))
+            if not work:
+                return None
+            changes = [c for c in (self._change(t, g, b, snapshot) for g, b in work) if c is not None]
+            flushed = [FlushedBlock(g.key.partition, g.key.file_id, b[-1].block_id) for g, b in work]
+            instant = self._commit_flush(t, changes, flushed)
+            for _, blocks in work:
+                for block in blocks:
+                    block.mark_flushed(instant)
+            for change in changes:
+                bucket = bucket_or_none(change.file_id)
+                if bucket is not None:
+                    t.file_ids[(change.partition_path, bucket)] = change.file_id
+            return instant
+
+    def _change(
+        self, t: _Table, group: FileGroup, blocks: list[Block], snapshot: TxnSnapshot
+    ) -> FileGroupChange | None:
+        """The blocks' committed rows, one per key (later writes winning as Hudi's
+        pre-combine does), sorted by key for a new file group's base file."""
+        batches = [
+            f.batch for b in blocks for f in b.frames() if snapshot.committed(f.txn_id)
+        ]
+        if not batches or not sum(b.num_rows for b in batches):
+            return None
+        meta = t.meta
+        rows = pa.Table.from_batches(batches, schema=meta.physical)
+        located = locate(meta, rows)
+        order = keep_latest(
+            rows, located.keys, located.integer_keys, meta.merge_spec.ordering_column,
+            np.arange(rows.num_rows), unique=all_unique(located.keys, located.integer_keys),
+            sort=(group.key.partition, bucket_or_none(group.key.file_id)) not in t.file_ids,
+        )
+        chosen = pa.array(order)
+        return FileGroupChange(
+            group.key.partition, group.key.file_id,
+            upserts=rows.take(chosen), record_keys=located.keys.take(chosen),
+        )
+
+    def _commit_flush(
+        self, t: _Table, changes: list[FileGroupChange], flushed: list[FlushedBlock]
+    ) -> str:
+        """One deltacommit through the master: requested, inflight (naming the files),
+        files written durably, completed with the flushed blocks recorded in it."""
+        meta = t.meta
+        instant = self._master.begin_flush(t.name, self.server_id)
+        try:
+            timeline = meta.timeline()
+            view = FileSystemView.build(meta.io, meta.base_path, timeline)
+            plans = plan_changes(meta, changes, view, instant)
+            self._master.flush_inflight(t.name, instant, planned_metadata(meta, plans, "UPSERT").to_json())
+            ensure_partition_metadata(meta, {p.change.partition_path for p in plans}, instant)
+            stats = write_files(meta, plans, instant, timeline)
+            self._master.complete_flush(t.name, instant, [s.to_dict() for s in stats], flushed)
+        except BaseException:
+            log.exception("flush %s of %s failed; rolling it back", instant, t.name)
+            try:
+                self._master.abort_flush(t.name, instant)
+            except Exception:  # the master rolls pending flushes back on its own restart
+                log.exception("could not roll back flush %s of %s", instant, t.name)
+            raise
+        return instant
+
+    # == status ==========================================================================
+    def status(self) -> dict[str, Any]:
+        """Memory, blocks and how far each table's unflushed data lags."""
+        now = time.monotonic()
+        with self._lock:
+            tables = list(self._tables.values())
+        report = {}
+        for t in tables:
+            blocks = [b for g in list(t.groups.values()) for b in list(g.blocks)]
+            unflushed = [b for b in blocks if b.flushed_instant is None]
+            report[t.name] = {
+                "buckets": sorted(t.owned),
+                "file_groups": len(t.groups),
+                "blocks": len(blocks),
+                "resident_blocks": sum(1 for b in blocks if b.resident),
+                "unflushed_blocks": len(unflushed),
+                "unflushed_rows": sum(b.rows for b in unflushed),
+                "unflushed_bytes": sum(b.nbytes for b in unflushed),
+                "oldest_unflushed_s": max((now - b.created for b in unflushed), default=0.0),
+                "memory_bytes": sum(b.memory for b in blocks),
+            }
+        return {
+            "server_id": self.server_id,
+            "memory_used": self.memory.used,
+            "memory_peak": self.memory.peak,
+            "memory_budget": self.memory.budget,
+            "wal": vars(self._committer.stats()),
+            "tables": report,
+        }
+
+    def bucket_memory(self) -> dict[tuple[str, int], int]:
+        """Bytes held per (table, bucket): what the master balances on."""
+        held: dict[tuple[str, int], int] = {}
+        for t, group, block in self._blocks():
+            bucket = bucket_or_none(group.key.file_id)
+            if bucket is not None:
+                held[(t.name, bucket)] = held.get((t.name, bucket), 0) + block.memory
+        return held
+
+    def close(self) -> None:
+        """Release every WAL file (blocks stay unsealed; a restart recovers them)."""
+        for _, _, block in self._blocks():
+            block.close()
+        self._appenders.shutdown(wait=True)
+        self._committer.close()
+
+
+def _repeated(runs: list[tuple[str, int]]) -> pa.DictionaryArray:
+    """A dictionary column repeating each value for its run of rows."""
+    values = list(dict.fromkeys(v for v, _ in runs))
+    index = {v: i for i, v in enumerate(values)}
+    codes = np.repeat(
+        np.array([index[v] for v, _ in runs], dtype=np.int32),
+        np.array([n for _, n in runs], dtype=np.int64),
+    )
+    return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(values, pa.string()))

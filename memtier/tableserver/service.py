@@ -1,0 +1,99 @@
+"""A table server over RPC: :class:`TableServerService` serves a :class:`TableServer`
+(writes are Flight puts with the acknowledgement in the put result, block reads are
+Flight gets); :class:`TableServerProxy` offers the same Python calls remotely."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from memtier.errors import InvalidArgumentError
+from memtier.master.state import AUTOCOMMIT, TxnSnapshot
+from memtier.rpc import RpcClient
+from memtier.tableserver.server import TableServer, WriteAck
+
+__all__ = ["TableServerProxy", "TableServerService"]
+
+
+class TableServerService:
+    """Dispatches RPC calls to a :class:`TableServer`."""
+
+    def __init__(self, server: TableServer) -> None:
+        self.server = server
+        s = server
+        self._actions: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+            "acquire": lambda r: _none(s.acquire(r["table"], r["buckets"])),
+            "release": lambda r: _none(s.release(r["table"], r.get("buckets"))),
+            "flush": lambda r: {"instants": s.flush(r.get("table"), seal=r.get("seal", False))},
+            "status": lambda r: s.status(),
+            "ping": lambda r: {"server_id": s.server_id},
+        }
+
+    def handle_action(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
+        action = self._actions.get(name)
+        if action is None:
+            raise InvalidArgumentError(f"table servers have no call {name!r}")
+        return action(request)
+
+    def handle_put(self, request: dict[str, Any], data: pa.Table) -> dict[str, Any]:
+        ack = self.server.write(
+            request["table"], data, txn_id=request.get("txn_id", AUTOCOMMIT),
+            producer_id=request["producer_id"], producer_seq=request["producer_seq"],
+        )
+        return ack.to_dict()
+
+    def handle_get(self, request: dict[str, Any]) -> pa.Table:
+        snapshot = request.get("snapshot")
+        return self.server.read(
+            request["table"], as_of_instant=request.get("as_of_instant"),
+            snapshot=TxnSnapshot.from_dict(snapshot) if snapshot is not None else None,
+            columns=request.get("columns"), buckets=request.get("buckets"),
+        )
+
+
+def _none(_: Any) -> dict[str, Any]:
+    return {}
+
+
+class TableServerProxy:
+    """A :class:`TableServer` in another process: the same calls, over RPC."""
+
+    def __init__(self, location: str, *, token: str | None = None, timeout: float | None = 60.0) -> None:
+        self.location = location
+        self._rpc = RpcClient(location, token=token, timeout=timeout)
+
+    def write(self, table: str, data: Any, *, txn_id: int = AUTOCOMMIT,
+              producer_id: bytes = bytes(16), producer_seq: int = 0) -> WriteAck:
+        request = {"table": table, "txn_id": txn_id, "producer_id": producer_id, "producer_seq": producer_seq}
+        return WriteAck(**self._rpc.put(request, data))
+
+    def read(self, table: str, *, as_of_instant: str | None, snapshot: TxnSnapshot | None = None,
+             columns: list[str] | None = None, buckets: Iterable[int] | None = None) -> pa.Table:
+        return self._rpc.get({
+            "table": table, "as_of_instant": as_of_instant,
+            "snapshot": snapshot.to_dict() if snapshot is not None else None,
+            "columns": columns, "buckets": sorted(buckets) if buckets is not None else None,
+        })
+
+    def acquire(self, table: str, buckets: Sequence[int]) -> None:
+        self._rpc.call("acquire", {"table": table, "buckets": list(buckets)})
+
+    def release(self, table: str, buckets: Sequence[int] | None = None) -> None:
+        self._rpc.call("release", {"table": table, "buckets": list(buckets) if buckets is not None else None})
+
+    def flush(self, table: str | None = None, *, seal: bool = False) -> list[str]:
+        return self._rpc.call("flush", {"table": table, "seal": seal})["instants"]
+
+    def status(self) -> dict[str, Any]:
+        return self._rpc.call("status", {})
+
+    def ping(self) -> str:
+        return self._rpc.call("ping", {})["server_id"]
+
+    def close(self) -> None:
+        self._rpc.close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TableServerProxy, (self.location,), {"_rpc": self._rpc})

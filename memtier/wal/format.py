@@ -1,0 +1,479 @@
+"""The WAL segment format: bytes <-> header, frames and seal, each checked by CRC32C. No I/O.
+
+One WAL holds one in-memory block. Its bytes (a file; on object stores the concatenation
+of its objects in order) are a header followed by records; integers are little-endian::
+
+    header  0  8s  magic b"\\x89MTWAL\\r\\n"
+            8  u16 format version (1)
+           10  u16 0
+           12  u32 body length (a multiple of 8)
+           16  u32 0
+           20  u32 CRC32C of bytes 8..20 and the body
+           24      body: file id (16 bytes), block id u64, created ms i64, then table,
+                   partition and file group (u32 length + UTF-8 each) and the Arrow schema
+                   (u32 length + IPC schema message), zero-padded to 8 bytes
+
+    record  0  4s  magic b"MTWR"
+            4  u32 CRC32C of bytes 8..64, seeded with the CRC32C of the file id
+            8  u8  kind: 1 = frame, 2 = seal
+            9  3x  0
+           12  u32 payload length (a multiple of 8)
+           16  u32 CRC32C of the payload
+           20  u32 0
+           24  u64 sync mark: how many bytes of this WAL were durable when it was written
+           32  u64 transaction id
+           40  16s producer id
+           56  u64 producer sequence
+           64      payload: an Arrow IPC record-batch message (frame) or the seal body:
+                   frame count u64, row count u64, sealed ms i64 (seal)
+
+Ids: the transaction id is an unsigned 64-bit number the master allocates; the producer id
+is 16 bytes the client chooses (a UUID's bytes; a u64 client id as ``n.to_bytes(16, "big")``);
+the producer sequence is an unsigned 64-bit number that increases per producer.
+
+Every byte is covered by a check, so a torn or damaged record is always detected. Records
+are 8-byte aligned, so Arrow reads batches straight out of a memory-mapped file. The
+sync mark tells a torn tail from damage: bytes after the last good record are a torn
+tail (unacknowledged, safe to cut off) unless a later intact record says they had
+already been made durable when it was written; then the file is corrupt.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import struct
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import crc32c
+import pyarrow as pa
+
+from memtier.errors import (
+    CorruptFileError,
+    InvalidArgumentError,
+    NotAWalFileError,
+    SchemaMismatchError,
+    UnknownFormatVersionError,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "HEADER_PREFIX_SIZE",
+    "RECORD_HEADER_SIZE",
+    "SEAL_RECORD_SIZE",
+    "WalContents",
+    "WalFrame",
+    "WalHeader",
+    "WalSeal",
+    "check_schema",
+    "decode_seal_record",
+    "decode_wal",
+    "encode_frame",
+    "encode_header",
+    "encode_seal",
+    "header_length",
+]
+
+FORMAT_VERSION = 1
+MAGIC = b"\x89MTWAL\r\n"
+RECORD_MAGIC = b"MTWR"
+U64_MAX = (1 << 64) - 1
+
+_HEADER_PREFIX = struct.Struct("<8sHHIII")
+_HEADER_FIXED = struct.Struct("<16sQq")
+_LENGTH = struct.Struct("<I")
+_RECORD = struct.Struct("<4sIB3xII4xQQ16sQ")
+_SEAL = struct.Struct("<QQq")
+RECORD_HEADER_SIZE = _RECORD.size
+SEAL_RECORD_SIZE = RECORD_HEADER_SIZE + _SEAL.size
+_NO_PRODUCER = bytes(16)
+
+
+class RecordKind(enum.IntEnum):
+    FRAME = 1
+    SEAL = 2
+
+
+@dataclass(frozen=True)
+class WalHeader:
+    """What a WAL holds: one block of one file group, and the schema of its batches."""
+
+    table: str
+    partition: str
+    file_group: str
+    block_id: int
+    schema: pa.Schema
+    created_ms: int
+    #: Random per file; seeds every record CRC, so records of another WAL never verify.
+    file_id: bytes = field(default_factory=lambda: uuid.uuid4().bytes)
+
+    def __post_init__(self) -> None:
+        _check_u64("block_id", self.block_id)
+        if len(self.file_id) != 16:
+            raise InvalidArgumentError(f"file_id must be 16 bytes, got {len(self.file_id)}")
+        if not self.file_group:
+            raise InvalidArgumentError("file_group must not be empty")
+        for name, dtype in _walk_types(self.schema):
+            if pa.types.is_dictionary(dtype):
+                raise InvalidArgumentError(
+                    f"column {name!r} is dictionary-encoded; WAL frames carry no dictionaries,"
+                    " cast it to its value type"
+                )
+
+    @functools.cached_property
+    def crc_seed(self) -> int:
+        """The seed of every record CRC of this WAL."""
+        return crc32c.crc32c(self.file_id)
+
+
+@dataclass(frozen=True)
+class WalFrame:
+    """One acknowledged write: a record batch and the ids that make it idempotent."""
+
+    offset: int  # byte offset of the record in the WAL
+    length: int  # record bytes, header included
+    txn_id: int
+    producer_id: bytes
+    producer_seq: int
+    batch: pa.RecordBatch
+
+
+@dataclass(frozen=True)
+class WalSeal:
+    """The closing record of a block: nothing is appended after it."""
+
+    frame_count: int
+    row_count: int
+    sealed_ms: int
+
+
+@dataclass(frozen=True)
+class WalContents:
+    """Every valid record of one WAL, decoded (batches reference the bytes read)."""
+
+    path: str
+    header: WalHeader
+    frames: tuple[WalFrame, ...]
+    seal: WalSeal | None
+    #: End of the last valid record: the WAL's true length.
+    size: int
+    #: Bytes after ``size`` holding no valid record (a torn or still running append).
+    tail: int
+
+    @property
+    def sealed(self) -> bool:
+        return self.seal is not None
+
+    @property
+    def row_count(self) -> int:
+        return sum(frame.batch.num_rows for frame in self.frames)
+
+    def to_table(self) -> pa.Table:
+        """All frames' rows as one table (zero-copy: chunks are the frames' batches)."""
+        return pa.Table.from_batches([f.batch for f in self.frames], schema=self.header.schema)
+
+
+# -- encoding -----------------------------------------------------------------------------
+
+
+def _check_u64(name: str, value: int) -> None:
+    if not 0 <= value <= U64_MAX:
+        raise InvalidArgumentError(f"{name} must be an unsigned 64-bit integer, got {value}")
+
+
+def _walk_types(schema: pa.Schema) -> Iterator[tuple[str, pa.DataType]]:
+    stack: list[tuple[str, pa.DataType]] = [(f.name, f.type) for f in schema]
+    while stack:
+        name, dtype = stack.pop()
+        yield name, dtype
+        stack.extend(
+            (f"{name}.{dtype.field(i).name}", dtype.field(i).type) for i in range(dtype.num_fields)
+        )
+
+
+def _pad8(length: int) -> int:
+    return -length % 8
+
+
+def encode_header(header: WalHeader) -> bytes:
+    """The header bytes a new WAL starts with."""
+    parts = [_HEADER_FIXED.pack(header.file_id, header.block_id, header.created_ms)]
+    texts = (header.table, header.partition, header.file_group)
+    for blob in (*(t.encode() for t in texts), header.schema.serialize().to_pybytes()):
+        parts += [_LENGTH.pack(len(blob)), blob]
+    body = b"".join(parts)
+    body += bytes(_pad8(len(body)))
+    prefix = _HEADER_PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(body), 0, 0)
+    crc = crc32c.crc32c(body, crc32c.crc32c(prefix[8:20]))
+    return _HEADER_PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(body), 0, crc) + body
+
+
+def _record_header(
+    kind: RecordKind,
+    payload: Any,
+    sync_mark: int,
+    txn_id: int,
+    producer_id: bytes,
+    producer_seq: int,
+    seed: int,
+) -> bytearray:
+    record = bytearray(RECORD_HEADER_SIZE)
+    _RECORD.pack_into(
+        record,
+        0,
+        RECORD_MAGIC,
+        0,
+        kind,
+        len(payload),
+        crc32c.crc32c(payload),
+        sync_mark,
+        txn_id,
+        producer_id,
+        producer_seq,
+    )
+    _LENGTH.pack_into(record, 4, crc32c.crc32c(memoryview(record)[8:], seed))
+    return record
+
+
+def encode_frame(
+    header: WalHeader,
+    batch: pa.RecordBatch,
+    *,
+    txn_id: int,
+    producer_id: bytes,
+    producer_seq: int,
+    sync_mark: int,
+) -> tuple[bytearray, pa.Buffer]:
+    """A frame record as (record header, payload); the payload is not copied again."""
+    if not (0 <= txn_id <= U64_MAX and 0 <= producer_seq <= U64_MAX):
+        _check_u64("txn_id", txn_id)
+        _check_u64("producer_seq", producer_seq)
+    if len(producer_id) != 16:
+        raise InvalidArgumentError(f"producer_id must be 16 bytes, got {len(producer_id)}")
+    if not batch.schema.equals(header.schema):
+        check_schema(header.schema, batch.schema, "the appended batch")
+    payload = batch.serialize()
+    if payload.size % 8:  # Arrow pads IPC messages to 8 bytes; keep records aligned if not
+        payload = pa.py_buffer(payload.to_pybytes() + bytes(_pad8(payload.size)))
+    record = _record_header(
+        RecordKind.FRAME,
+        payload,
+        sync_mark,
+        txn_id,
+        bytes(producer_id),
+        producer_seq,
+        header.crc_seed,
+    )
+    return record, payload
+
+
+def encode_seal(header: WalHeader, seal: WalSeal, *, sync_mark: int) -> bytes:
+    """The seal record closing a block."""
+    payload = _SEAL.pack(seal.frame_count, seal.row_count, seal.sealed_ms)
+    record = _record_header(
+        RecordKind.SEAL, payload, sync_mark, 0, _NO_PRODUCER, 0, header.crc_seed
+    )
+    return bytes(record + payload)
+
+
+def check_schema(
+    expected: pa.Schema,
+    actual: pa.Schema,
+    what: str,
+    expected_name: str = "the WAL schema",
+) -> None:
+    """Raise :class:`SchemaMismatchError` naming the columns where ``actual`` differs."""
+    if actual.equals(expected):
+        return
+    want = {f.name: f for f in expected}
+    have = {f.name: f for f in actual}
+    problems = [f"missing {n!r}" for n in want if n not in have]
+    problems += [f"unexpected {n!r}" for n in have if n not in want]
+    problems += [
+        f"{n!r} is {have[n].type}{'' if have[n].nullable else ' not null'}, expected "
+        f"{want[n].type}{'' if want[n].nullable else ' not null'}"
+        for n in want
+        if n in have and not have[n].equals(want[n])
+    ]
+    if not problems and list(want) != list(have):
+        problems = [f"columns are in order {list(have)}, expected {list(want)}"]
+    raise SchemaMismatchError(f"{what} does not match {expected_name}: {'; '.join(problems)}")
+
+
+# -- decoding -----------------------------------------------------------------------------
+
+
+#: Bytes :func:`header_length` needs to see.
+HEADER_PREFIX_SIZE = _HEADER_PREFIX.size
+
+
+def header_length(prefix: bytes | pa.Buffer, path: str) -> int:
+    """The header's length, from the first :data:`HEADER_PREFIX_SIZE` bytes of a WAL."""
+    data = memoryview(prefix).cast("B")
+    if len(data) < _HEADER_PREFIX.size or data[:8] != MAGIC:
+        raise NotAWalFileError(path, 0, "not a memtier WAL file (no WAL magic)")
+    _, version, _, body_length, _, _ = _HEADER_PREFIX.unpack_from(data, 0)
+    if version != FORMAT_VERSION:
+        raise UnknownFormatVersionError(
+            f"{path}: WAL format version {version} is not supported (this build reads "
+            f"version {FORMAT_VERSION})"
+        )
+    return _HEADER_PREFIX.size + int(body_length)
+
+
+def decode_header(data: pa.Buffer, path: str) -> tuple[WalHeader, int]:
+    """The header and the offset of the first record."""
+    end = header_length(data, path)
+    crc = _HEADER_PREFIX.unpack_from(data, 0)[5]
+    if end > data.size:
+        raise CorruptFileError(path, 12, f"header of {end} bytes is longer than the file")
+    view = memoryview(data).cast("B")
+    if crc32c.crc32c(view[_HEADER_PREFIX.size : end], crc32c.crc32c(view[8:20])) != crc:
+        raise CorruptFileError(path, 0, "header checksum mismatch")
+    try:
+        file_id, block_id, created_ms = _HEADER_FIXED.unpack_from(data, _HEADER_PREFIX.size)
+        pos = _HEADER_PREFIX.size + _HEADER_FIXED.size
+        blobs = []
+        for _ in range(4):
+            (length,) = _LENGTH.unpack_from(data, pos)
+            blobs.append(data.slice(pos + 4, length))
+            pos += 4 + length
+        if pos > end:
+            raise ValueError("fields run past the header")
+        schema = pa.ipc.read_schema(blobs[3])
+        table, partition, file_group = (blob.to_pybytes().decode() for blob in blobs[:3])
+        header = WalHeader(table, partition, file_group, block_id, schema, created_ms, file_id)
+    except (ValueError, struct.error, pa.ArrowException, InvalidArgumentError) as e:
+        raise CorruptFileError(path, _HEADER_PREFIX.size, f"unreadable header: {e}") from e
+    return header, end
+
+
+@dataclass(frozen=True)
+class _Record:
+    kind: RecordKind
+    payload_length: int
+    sync_mark: int
+    txn_id: int
+    producer_id: bytes
+    producer_seq: int
+
+
+def _parse_record(data: pa.Buffer, view: memoryview, offset: int, seed: int) -> _Record | str:
+    """The intact record at ``offset``, or why there is none."""
+    end = offset + RECORD_HEADER_SIZE
+    if end > data.size:
+        return "incomplete record header"
+    if view[offset : offset + 4] != RECORD_MAGIC:
+        return "no record magic"
+    (
+        _,
+        crc,
+        kind,
+        payload_length,
+        payload_crc,
+        sync_mark,
+        txn_id,
+        producer_id,
+        seq,
+    ) = _RECORD.unpack_from(data, offset)
+    if crc32c.crc32c(view[offset + 8 : end], seed) != crc:
+        return "record header checksum mismatch"
+    if kind not in (RecordKind.FRAME, RecordKind.SEAL):
+        return f"unknown record kind {kind}"
+    if end + payload_length > data.size:
+        return f"incomplete record: {payload_length} payload bytes announced"
+    if crc32c.crc32c(view[end : end + payload_length]) != payload_crc:
+        return "payload checksum mismatch"
+    return _Record(RecordKind(kind), payload_length, sync_mark, txn_id, producer_id, seq)
+
+
+def _check_tail(
+    data: pa.Buffer, view: memoryview, bad: int, seed: int, reason: str, path: str
+) -> None:
+    """Raise if an intact record after ``bad`` was written once ``bad`` was durable."""
+    rest = data.slice(bad + 1).to_pybytes()
+    at = rest.find(RECORD_MAGIC)
+    while at >= 0:
+        record = _parse_record(data, view, bad + 1 + at, seed)
+        if isinstance(record, _Record) and record.sync_mark > bad:
+            raise CorruptFileError(
+                path,
+                bad,
+                f"{reason}, but the intact record at byte {bad + 1 + at} was written after "
+                f"{record.sync_mark} bytes were durable",
+            )
+        at = rest.find(RECORD_MAGIC, at + 1)
+
+
+def _decode_batch(payload: pa.Buffer, schema: pa.Schema, path: str, offset: int) -> pa.RecordBatch:
+    try:
+        return pa.ipc.read_record_batch(payload, schema)
+    except (pa.ArrowException, ValueError) as e:
+        raise CorruptFileError(
+            path, offset, f"frame does not decode with the WAL schema: {e}"
+        ) from e
+
+
+def decode_wal(data: pa.Buffer, path: str) -> WalContents:
+    """Decode a whole WAL, stopping at a torn tail; :class:`CorruptFileError` on damage."""
+    header, pos = decode_header(data, path)
+    seed = header.crc_seed
+    view = memoryview(data).cast("B")
+    frames: list[WalFrame] = []
+    seal: WalSeal | None = None
+    rows = 0
+    while pos < data.size:
+        record = _parse_record(data, view, pos, seed)
+        if isinstance(record, str):
+            _check_tail(data, view, pos, seed, record, path)
+            break
+        if seal is not None:
+            raise CorruptFileError(path, pos, "record after the seal")
+        payload = data.slice(pos + RECORD_HEADER_SIZE, record.payload_length)
+        length = RECORD_HEADER_SIZE + record.payload_length
+        if record.kind is RecordKind.SEAL:
+            seal = _decode_seal_payload(payload, path, pos)
+            if (seal.frame_count, seal.row_count) != (len(frames), rows):
+                raise CorruptFileError(
+                    path,
+                    pos,
+                    f"seal counts {seal.frame_count} frames / {seal.row_count} rows, "
+                    f"the file holds {len(frames)} / {rows}",
+                )
+        else:
+            batch = _decode_batch(payload, header.schema, path, pos)
+            rows += batch.num_rows
+            frames.append(
+                WalFrame(
+                    pos,
+                    length,
+                    record.txn_id,
+                    record.producer_id,
+                    record.producer_seq,
+                    batch,
+                )
+            )
+        pos += length
+    return WalContents(path, header, tuple(frames), seal, pos, data.size - pos)
+
+
+def _decode_seal_payload(payload: pa.Buffer, path: str, offset: int) -> WalSeal:
+    if payload.size != _SEAL.size:
+        raise CorruptFileError(path, offset, f"seal of {payload.size} bytes, expected {_SEAL.size}")
+    return WalSeal(*_SEAL.unpack_from(payload, 0))
+
+
+def decode_seal_record(record: bytes, header_seed: int) -> WalSeal | None:
+    """The seal if ``record`` (the last :data:`SEAL_RECORD_SIZE` bytes of a WAL) is one."""
+    data = pa.py_buffer(record)
+    parsed = _parse_record(data, memoryview(data).cast("B"), 0, header_seed)
+    if (
+        isinstance(parsed, str)
+        or parsed.kind is not RecordKind.SEAL
+        or data.size != SEAL_RECORD_SIZE
+    ):
+        return None
+    return WalSeal(*_SEAL.unpack_from(data, RECORD_HEADER_SIZE))

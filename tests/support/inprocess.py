@@ -1,0 +1,52 @@
+"""A whole memtier cluster as plain objects in this process: the master, table servers
+and a client wired directly (no Ray, no RPC). The scenario suite runs against it and,
+unchanged, against a real Ray cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memtier.client import Client
+from memtier.config import TableServerConfig
+from memtier.io import join
+from memtier.master.master import Master
+from memtier.tableserver.server import TableServer
+
+
+@dataclass
+class InProcessCluster:
+    root: str
+    config: TableServerConfig = field(default_factory=TableServerConfig)
+    servers: dict[str, TableServer] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.master = Master(self.root, connect=lambda server_id, _location: self.servers[server_id])
+
+    @property
+    def wal_root(self) -> str:
+        return join(self.root, "_memtier", "wal")
+
+    def add_server(self, server_id: str) -> TableServer:
+        server = TableServer(server_id, self.master, self.wal_root, config=self.config)
+        self.servers[server_id] = server
+        self.master.register_server(server_id, f"inprocess://{server_id}", self.config.memory_budget)
+        return server
+
+    def restart_server(self, server_id: str) -> TableServer:
+        """The server dies (memory lost, WAL files left as they are) and comes back."""
+        self.servers.pop(server_id).close()
+        return self.add_server(server_id)
+
+    def restart_master(self) -> Master:
+        self.master = Master(self.root, connect=lambda server_id, _location: self.servers[server_id])
+        for server_id, server in self.servers.items():
+            server._master = self.master  # the servers reconnect to the new master
+            self.master.register_server(server_id, f"inprocess://{server_id}", self.config.memory_budget)
+        return self.master
+
+    def client(self) -> Client:
+        return Client(self.master, lambda server_id, _location: self.servers[server_id])
+
+    def close(self) -> None:
+        for server in self.servers.values():
+            server.close()
