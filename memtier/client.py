@@ -69,7 +69,8 @@ class ServerAPI(Protocol):
 
     def write(self, table: str, data: Any, *, txn_id: int, producer_id: bytes, producer_seq: int) -> WriteAck: ...
     def read(self, table: str, *, as_of_instant: str | None, snapshot: TxnSnapshot | None = None,
-             columns: list[str] | None = None, buckets: Any = None) -> pa.Table: ...
+             committed_only: bool = False, columns: list[str] | None = None,
+             buckets: Any = None) -> pa.Table: ...
     def flush(self, table: str | None = None, *, seal: bool = False) -> list[str]: ...
 
 
@@ -297,8 +298,9 @@ class Client:
     ) -> pa.Table:
         """Read a table. Modes:
 
-        * ``"latest"``: every acknowledged row (table-server memory or WAL, then the Hudi
-          files), merged per file group: the newest ordering value wins;
+        * ``"latest"``: every acknowledged row not of an aborted transaction (table-server
+          memory or WAL, then the Hudi files), merged per file group as Hudi merges its
+          log files: the newest ordering value wins;
         * ``"committed"``: only rows of committed transactions (and auto-commit writes);
         * ``"read_optimized"``: the Hudi base files only, as a plain Hudi reader sees them.
 
@@ -347,16 +349,18 @@ class Client:
             return read_table(meta, mode=hudi_mode, as_of=as_of, columns=columns, filters=filters,
                               include_meta=include_meta, buckets=buckets)
         needed = read_columns(meta, columns=columns, filters=filters, include_meta=include_meta)
-        snapshot = TxnSnapshot.from_dict(plan["snapshot"]) if mode == "committed" else None
+        snapshot = TxnSnapshot.from_dict(plan["snapshot"])
         route = _Routing.of(plan)
-        memory = self._read_servers(name, route, plan["instant"], snapshot, needed, buckets)
+        memory = self._read_servers(
+            name, route, plan["instant"], snapshot, mode == "committed", needed, buckets
+        )
         extra = _entries_by_file_group(memory, meta, needed)
         return read_table(meta, as_of=plan["instant"], columns=columns, filters=filters,
                           include_meta=include_meta, extra=extra, buckets=buckets)
 
     def _read_servers(
-        self, name: str, route: _Routing, instant: str | None, snapshot: TxnSnapshot | None,
-        needed: list[str], buckets: set[int] | None,
+        self, name: str, route: _Routing, instant: str | None, snapshot: TxnSnapshot,
+        committed_only: bool, needed: list[str], buckets: set[int] | None,
     ) -> list[pa.Table]:
         columns = [c for c in needed if c in route.schema.names]
 
@@ -366,7 +370,8 @@ class Client:
             if not wanted:
                 return pa.table({})
             handle = self._server(server_id, route.servers[server_id])
-            return handle.read(name, as_of_instant=instant, snapshot=snapshot, columns=columns, buckets=wanted)
+            return handle.read(name, as_of_instant=instant, snapshot=snapshot,
+                               committed_only=committed_only, columns=columns, buckets=wanted)
 
         items = list(route.server_buckets().items())
         return [t for t in self._pool.map(one, items) if t.num_rows]

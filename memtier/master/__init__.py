@@ -1,0 +1,8 @@
+"""The master: catalog, table-server registry, bucket placement, transactions, and
+ownership of every table's Hudi timeline. Plain Python; :mod:`memtier.cluster` makes it
+an actor, :mod:`memtier.master.service` serves it over RPC."""
+
+from memtier.master.master import Master, validate_table_name
+from memtier.master.state import AUTOCOMMIT, MasterState, TxnSnapshot
+
+__all__ = ["AUTOCOMMIT", "Master", "MasterState", "TxnSnapshot", "validate_table_name"]

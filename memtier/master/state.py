@@ -79,6 +79,13 @@ class TxnSnapshot:
             return True
         return txn_id < self.next_txn and txn_id not in self.open and txn_id not in self.aborted
 
+    def visible(self, txn_id: int, *, committed_only: bool) -> bool:
+        """Whether a reader sees rows of ``txn_id``: committed readers only committed
+        ones; latest readers every transaction not aborted (open ones too)."""
+        if committed_only:
+            return self.committed(txn_id)
+        return txn_id not in self.aborted
+
     def resolved(self, txn_id: int) -> bool:
         """Committed or aborted: a block holding only resolved transactions may flush."""
         return txn_id == AUTOCOMMIT or (txn_id < self.next_txn and txn_id not in self.open)

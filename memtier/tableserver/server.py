@@ -41,7 +41,8 @@ from memtier.tableserver.block import Block, Frame
 from memtier.tableserver.filegroup import FileGroup, FileGroupKey
 from memtier.tableserver.master_link import FlushedBlock, MasterLink
 from memtier.tableserver.memory import MemoryAccount
-from memtier.wal import GroupCommitter, list_wals
+from memtier.wal import GroupCommitter, delete_expired, list_wals
+from memtier.wal.storage import WalEntry
 
 __all__ = ["FILE_ID_COLUMN", "PARTITION_COLUMN", "TableServer", "WriteAck"]
 
@@ -53,6 +54,8 @@ FILE_ID_COLUMN = "__memtier_file_id"
 _NO_PRODUCER = bytes(16)
 #: How long flushed blocks stay listed for readers that planned before the flush.
 _FLUSHED_GRACE_S = 60.0
+#: How often expired WAL files are looked for.
+_RETENTION_EVERY_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class _Table:
     owned: set[int] = field(default_factory=set)
     groups: dict[FileGroupKey, FileGroup] = field(default_factory=dict)
     file_ids: dict[tuple[str, int], str] = field(default_factory=dict)  # from the Hudi table
+    flushed: dict[FileGroupKey, int] = field(default_factory=dict)  # last block in the table
     flush_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -115,6 +119,8 @@ class TableServer:
         self._snapshot = TxnSnapshot(1)
         self._appenders = ThreadPoolExecutor(8, thread_name_prefix="memtier-append")
         self._last_flush = time.monotonic()
+        self._last_retention = time.monotonic()
+        self._retention = (wal_config or WalConfig()).retention
 
     # == ownership =======================================================================
     def acquire(self, table: str, buckets: Iterable[int]) -> None:
@@ -124,6 +130,7 @@ class TableServer:
         if not wanted:
             return
         flushed = {(f.partition, f.file_id): f.block_id for f in self._master.flushed_blocks(table)}
+        t.flushed.update({FileGroupKey(p, f): b for (p, f), b in flushed.items()})
         wal_dir = join(self._wal_root, table)
         found: dict[FileGroupKey, list[Any]] = {}
         for entry in list_wals(self._wal_io, wal_dir):
@@ -308,13 +315,14 @@ class TableServer:
         *,
         as_of_instant: str | None,
         snapshot: TxnSnapshot | None = None,
+        committed_only: bool = False,
         columns: list[str] | None = None,
         buckets: Iterable[int] | None = None,
     ) -> pa.Table:
         """Rows of this server's blocks that the Hudi table lacks as of ``as_of_instant``
         (None: a table with no commits), in write order per file group, with the file
-        group in two extra columns. With a ``snapshot``, rows of transactions not
-        committed in it are left out (committed reads)."""
+        group in two extra columns. Rows of transactions the ``snapshot`` says are
+        aborted are left out, and with ``committed_only`` those not committed in it."""
         t = self._table(table)
         wanted = set(buckets) if buckets is not None else None
         names = list(columns) if columns is not None else t.meta.physical.names
@@ -327,7 +335,9 @@ class TableServer:
                 if not block.missing_from(as_of_instant):
                     continue
                 for frame in block.frames():
-                    if snapshot is not None and not snapshot.committed(frame.txn_id):
+                    if snapshot is not None and not snapshot.visible(
+                        frame.txn_id, committed_only=committed_only
+                    ):
                         continue
                     batches.append(frame.batch.select(names))
                     partitions.append((key.partition, frame.batch.num_rows))
@@ -354,7 +364,31 @@ class TableServer:
             instants = self.flush()
         for _, group, _ in self._blocks():
             group.forget_flushed(now - _FLUSHED_GRACE_S)
+        if now - self._last_retention >= _RETENTION_EVERY_S:
+            self._last_retention = now
+            self.delete_expired_wals()
         return instants
+
+    def delete_expired_wals(self) -> int:
+        """Delete WAL files of this server's flushed blocks past the retention period
+        (never one whose block is not in the Hudi table); how many were deleted."""
+        deleted = 0
+        with self._lock:
+            tables = list(self._tables.values())
+        for t in tables:
+            wal_dir = join(self._wal_root, t.name)
+
+            def is_flushed(entry: WalEntry, t: _Table = t, wal_dir: str = wal_dir) -> bool:
+                if bucket_or_none(entry.name.file_group) not in t.owned:
+                    return False  # another server's file group: its owner decides
+                key = FileGroupKey(relpath(wal_dir, parent(entry.path)), entry.name.file_group)
+                return entry.name.block_id <= t.flushed.get(key, 0)
+
+            deleted += len(delete_expired(
+                self._wal_io, wal_dir, is_flushed=is_flushed, now=self._clock(),
+                retention=self._retention,
+            ))
+        return deleted
 
     def flush(self, table: str | None = None, *, seal: bool = False) -> list[str]:
         """Flush sealed blocks of resolved transactions (``seal``: seal open blocks
@@ -390,9 +424,10 @@ class TableServer:
             changes = [c for c in (self._change(t, g, b, snapshot) for g, b in work) if c is not None]
             flushed = [FlushedBlock(g.key.partition, g.key.file_id, b[-1].block_id) for g, b in work]
             instant = self._commit_flush(t, changes, flushed)
-            for _, blocks in work:
+            for group, blocks in work:
                 for block in blocks:
                     block.mark_flushed(instant)
+                t.flushed[group.key] = blocks[-1].block_id
             for change in changes:
                 bucket = bucket_or_none(change.file_id)
                 if bucket is not None:

@@ -49,6 +49,7 @@ class TableServerService:
         return self.server.read(
             request["table"], as_of_instant=request.get("as_of_instant"),
             snapshot=TxnSnapshot.from_dict(snapshot) if snapshot is not None else None,
+            committed_only=request.get("committed_only", False),
             columns=request.get("columns"), buckets=request.get("buckets"),
         )
 
@@ -70,10 +71,12 @@ class TableServerProxy:
         return WriteAck(**self._rpc.put(request, data))
 
     def read(self, table: str, *, as_of_instant: str | None, snapshot: TxnSnapshot | None = None,
-             columns: list[str] | None = None, buckets: Iterable[int] | None = None) -> pa.Table:
+             committed_only: bool = False, columns: list[str] | None = None,
+             buckets: Iterable[int] | None = None) -> pa.Table:
         return self._rpc.get({
             "table": table, "as_of_instant": as_of_instant,
             "snapshot": snapshot.to_dict() if snapshot is not None else None,
+            "committed_only": committed_only,
             "columns": columns, "buckets": sorted(buckets) if buckets is not None else None,
         })
 
