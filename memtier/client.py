@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -43,6 +43,7 @@ from memtier.tableserver.server import FILE_ID_COLUMN, PARTITION_COLUMN, WriteAc
 __all__ = ["Client", "MasterAPI", "ServerAPI", "Transaction", "WriteResult"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 READ_MODES = ("latest", "committed", "read_optimized")
 #: How long a write keeps retrying while table servers restart or buckets move.
@@ -83,6 +84,7 @@ class WriteResult:
     file_groups: int
     evicted_bytes: int
     seconds: float
+    sequence: int  # the producer sequence number: pass it to write() to retry this write
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,12 @@ class _Routing:
             {int(b): s for b, s in description["routing"].items()},
             dict(description["servers"]),
         )
+
+    def location(self, server_id: str) -> str:
+        location = self.servers.get(server_id)
+        if location is None:  # e.g. a restarted master the server has not re-registered with
+            raise NotOwnerError(f"table server {server_id} of {self.name!r} is not registered (yet)")
+        return location
 
     def server_buckets(self) -> dict[str, list[int]]:
         owned: dict[str, list[int]] = {}
@@ -205,16 +213,20 @@ class Client:
         return {s: table.filter(pa.array(per_row == s)) for s in sorted(set(per_row))}
 
     # == writes ==========================================================================
-    def write(self, name: str, data: Any, *, txn_id: int = AUTOCOMMIT) -> WriteResult:
+    def write(
+        self, name: str, data: Any, *, txn_id: int = AUTOCOMMIT, sequence: int | None = None
+    ) -> WriteResult:
         """Write a batch; returns once every row is durable in a WAL and in memory.
 
-        Outside a transaction the rows are committed when acknowledged. A retried write
-        (after a table server moved or restarted) reuses its sequence number, so rows a
-        server already holds are dropped rather than applied twice.
+        Outside a transaction the rows are committed when acknowledged. A write retried
+        here (a table server moved or restarted) reuses its producer sequence number, so
+        rows a server already holds are dropped rather than applied twice; pass
+        ``sequence`` (a previous write's ``WriteResult.sequence``) to retry a write whose
+        acknowledgement was lost.
         """
         table = to_table(data)
         started = time.perf_counter()
-        seq = next(self._seq)
+        seq = next(self._seq) if sequence is None else sequence
         acks: list[WriteAck] = []
         pending = table
         deadline = time.monotonic() + RETRY_SECONDS
@@ -227,7 +239,7 @@ class Client:
 
             def send(item: tuple[str, pa.Table], route: _Routing = route) -> WriteAck:
                 server_id, piece = item
-                handle = self._server(server_id, route.servers[server_id])
+                handle = self._server(server_id, route.location(server_id))
                 return handle.write(name, piece, txn_id=txn_id, producer_id=self.producer_id, producer_seq=seq)
 
             items = list(pieces.items())
@@ -244,7 +256,7 @@ class Client:
                 return WriteResult(
                     sum(a.rows for a in acks), sum(a.duplicate_rows for a in acks),
                     sum(a.file_groups for a in acks), sum(a.evicted_bytes for a in acks),
-                    time.perf_counter() - started,
+                    time.perf_counter() - started, seq,
                 )
             pending = pa.concat_tables(failed)
             if time.monotonic() > deadline:
@@ -342,6 +354,21 @@ class Client:
     ) -> pa.Table:
         if mode not in READ_MODES:
             raise InvalidArgumentError(f"mode must be one of {READ_MODES}, got {mode!r}")
+        return _retrying(
+            f"read of {name}",
+            lambda: self._read_once(name, mode, columns, filters, as_of, include_meta, buckets),
+        )
+
+    def _read_once(
+        self,
+        name: str,
+        mode: str,
+        columns: Sequence[str] | None,
+        filters: Sequence[Filter] | None,
+        as_of: str | datetime | None,
+        include_meta: bool,
+        buckets: set[int] | None,
+    ) -> pa.Table:
         plan = self.master.read_plan(name)
         meta = self._meta(name, plan)
         if mode == "read_optimized" or as_of is not None:
@@ -369,7 +396,7 @@ class Client:
             wanted = owned if buckets is None else sorted(set(owned) & buckets)
             if not wanted:
                 return pa.table({})
-            handle = self._server(server_id, route.servers[server_id])
+            handle = self._server(server_id, route.location(server_id))
             return handle.read(name, as_of_instant=instant, snapshot=snapshot,
                                committed_only=committed_only, columns=columns, buckets=wanted)
 
@@ -380,14 +407,32 @@ class Client:
     def flush(self, name: str) -> list[str]:
         """Flush everything acknowledged for the table into Hudi files (committed
         transactions only; open ones wait); the instants committed."""
-        route = self._route(name, refresh=True)
-        instants = []
-        for server_id in route.server_buckets():
-            instants += self._server(server_id, route.servers[server_id]).flush(name, seal=True)
-        return instants
+
+        def flush_all() -> list[str]:
+            route = self._route(name, refresh=True)
+            instants = []
+            for server_id in route.server_buckets():
+                instants += self._server(server_id, route.location(server_id)).flush(name, seal=True)
+            return instants
+
+        return _retrying(f"flush of {name}", flush_all)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
+
+
+def _retrying(what: str, call: Callable[[], T]) -> T:
+    """``call()``, retried while table servers restart or buckets move (for a while)."""
+    deadline = time.monotonic() + RETRY_SECONDS
+    for attempt in itertools.count():
+        try:
+            return call()
+        except (NotOwnerError, RpcError) as e:
+            if time.monotonic() > deadline:
+                raise
+            log.info("%s failed (%s); retrying", what, e)
+            time.sleep(min(0.02 * 2**attempt, 0.5))
+    raise AssertionError("unreachable")
 
 
 def _entries_by_file_group(

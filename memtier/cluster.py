@@ -130,6 +130,10 @@ class TableServerShell:
     def pid(self) -> int:
         return os.getpid()
 
+    def node_id(self) -> str:
+        """The Ray node this table server runs on."""
+        return _import_ray().get_runtime_context().get_node_id()
+
 
 # == starting clusters ====================================================================
 

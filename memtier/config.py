@@ -20,15 +20,18 @@ from typing import Any, TypeVar
 from memtier.errors import InvalidArgumentError
 
 __all__ = [
+    "CONFIG_CLASSES",
     "ClusterConfig",
     "Setting",
     "SyncPolicy",
     "TableServerConfig",
     "WalConfig",
+    "check",
     "load",
     "parse_duration",
     "parse_size",
     "setting",
+    "settings",
 ]
 
 T = TypeVar("T")
@@ -262,3 +265,33 @@ class ClusterConfig:
         str,
         "the master's address (grpc://host:port) that memtier.connect() uses by default",
     )
+
+
+# ======================================================================================
+# All settings
+# ======================================================================================
+
+#: Every config class, in the order the documentation lists them.
+CONFIG_CLASSES: tuple[type, ...] = (ClusterConfig, TableServerConfig, WalConfig)
+
+
+def settings(cls: type) -> list[tuple[Setting, Any]]:
+    """The settings of config class ``cls`` with their defaults, in declaration order."""
+    return [
+        (field.metadata["setting"], field.default)
+        for field in dataclasses.fields(cls)
+        if "setting" in field.metadata
+    ]
+
+
+def check(options: Mapping[str, str]) -> None:
+    """Refuse ``options`` that no config class knows or that do not parse (the error
+    names the key), before they travel to processes that would fail on them later."""
+    for cls in CONFIG_CLASSES:
+        load(cls, options)
+    prefixes = tuple({spec.key.split(".", 1)[0] + "." for cls in CONFIG_CLASSES for spec, _ in settings(cls)})
+    unknown = sorted(k for k in options if not k.startswith(prefixes))
+    if unknown:
+        raise InvalidArgumentError(
+            f"unknown config key(s) {unknown}; keys start with {', '.join(sorted(prefixes))}"
+        )

@@ -22,7 +22,12 @@ import numpy as np
 import pyarrow as pa
 
 from memtier.config import TableServerConfig, WalConfig
-from memtier.errors import BatchTooLargeError, NotOwnerError, TableNotFoundError, TransactionError
+from memtier.errors import (
+    BatchTooLargeError,
+    NotOwnerError,
+    RpcError,
+    TransactionError,
+)
 from memtier.hudi.filegroup import FileGroupChange
 from memtier.hudi.filenames import bucket_file_id, bucket_or_none
 from memtier.hudi.fsview import FileSystemView
@@ -121,6 +126,7 @@ class TableServer:
         self._last_flush = time.monotonic()
         self._last_retention = time.monotonic()
         self._retention = (wal_config or WalConfig()).retention
+        self._closed = False
 
     # == ownership =======================================================================
     def acquire(self, table: str, buckets: Iterable[int]) -> None:
@@ -186,10 +192,12 @@ class TableServer:
             return self._tables.setdefault(table, t)
 
     def _table(self, table: str) -> _Table:
+        if self._closed:
+            raise RpcError(f"table server {self.server_id} is shut down")
         with self._lock:
             t = self._tables.get(table)
-        if t is None:
-            raise TableNotFoundError(f"table {table!r} is not served by table server {self.server_id}")
+        if t is None:  # the master decides whether it exists; here it is just not served (yet)
+            raise NotOwnerError(f"table {table!r} is not served by table server {self.server_id}")
         return t
 
     def _new_group(self, t: _Table, key: FileGroupKey) -> FileGroup:
@@ -308,6 +316,19 @@ class TableServer:
             freed += released
         return freed
 
+    def evict(self) -> int:
+        """Seal every block and drop all of them from memory (they stay in their WAL
+        files and are read back on demand); the bytes freed."""
+        for _, group, _ in self._blocks():
+            with group.lock:
+                group.seal_open()
+        freed = 0
+        for _, _, block in self._blocks():
+            released = block.evict()
+            self.memory.release(released)
+            freed += released
+        return freed
+
     # == reads ===========================================================================
     def read(
         self,
@@ -394,9 +415,11 @@ class TableServer:
         """Flush sealed blocks of resolved transactions (``seal``: seal open blocks
         first, so everything acknowledged goes); the instants committed."""
         with self._lock:
-            tables = [self._tables[table]] if table is not None else list(self._tables.values())
+            tables = [self._tables[table]] if table in self._tables else (
+                list(self._tables.values()) if table is None else []
+            )
         if table is not None and not tables:
-            raise TableNotFoundError(f"table {table!r} is not served by table server {self.server_id}")
+            raise NotOwnerError(f"table {table!r} is not served by table server {self.server_id}")
         instants = []
         for t in tables:
             instant = self._flush_table(t, seal=seal)
@@ -523,6 +546,7 @@ class TableServer:
 
     def close(self) -> None:
         """Release every WAL file (blocks stay unsealed; a restart recovers them)."""
+        self._closed = True
         for _, _, block in self._blocks():
             block.close()
         self._appenders.shutdown(wait=True)

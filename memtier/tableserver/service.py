@@ -28,6 +28,7 @@ class TableServerService:
             "release": lambda r: _none(s.release(r["table"], r.get("buckets"))),
             "flush": lambda r: {"instants": s.flush(r.get("table"), seal=r.get("seal", False))},
             "status": lambda r: s.status(),
+            "evict": lambda r: {"freed": s.evict()},
             "ping": lambda r: {"server_id": s.server_id},
         }
 
@@ -91,6 +92,9 @@ class TableServerProxy:
 
     def status(self) -> dict[str, Any]:
         return self._rpc.call("status", {})
+
+    def evict(self) -> int:
+        return self._rpc.call("evict", {})["freed"]
 
     def ping(self) -> str:
         return self._rpc.call("ping", {})["server_id"]

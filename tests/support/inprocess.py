@@ -18,6 +18,7 @@ class InProcessCluster:
     root: str
     config: TableServerConfig = field(default_factory=TableServerConfig)
     servers: dict[str, TableServer] = field(default_factory=dict)
+    generations: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.master = Master(self.root, connect=lambda server_id, _location: self.servers[server_id])
@@ -26,10 +27,15 @@ class InProcessCluster:
     def wal_root(self) -> str:
         return join(self.root, "_memtier", "wal")
 
+    def _location(self, server_id: str) -> str:
+        return f"inprocess://{server_id}/{self.generations.get(server_id, 0)}"
+
     def add_server(self, server_id: str) -> TableServer:
+        """Start a table server (a restarted one gets a new location, as after a real restart)."""
+        self.generations[server_id] = self.generations.get(server_id, -1) + 1
         server = TableServer(server_id, self.master, self.wal_root, config=self.config)
         self.servers[server_id] = server
-        self.master.register_server(server_id, f"inprocess://{server_id}", self.config.memory_budget)
+        self.master.register_server(server_id, self._location(server_id), self.config.memory_budget)
         return server
 
     def restart_server(self, server_id: str) -> TableServer:
@@ -41,7 +47,7 @@ class InProcessCluster:
         self.master = Master(self.root, connect=lambda server_id, _location: self.servers[server_id])
         for server_id, server in self.servers.items():
             server._master = self.master  # the servers reconnect to the new master
-            self.master.register_server(server_id, f"inprocess://{server_id}", self.config.memory_budget)
+            self.master.register_server(server_id, self._location(server_id), self.config.memory_budget)
         return self.master
 
     def client(self) -> Client:

@@ -1,0 +1,170 @@
+"""Terminal output of the ``memtier`` command: sizes, durations, aligned tables, the status
+screen, and :class:`Console` for progress (steps stamped with the elapsed time, and one
+live line rewritten in place on a terminal)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+__all__ = ["Console", "human_bytes", "human_seconds", "render_table", "status_report"]
+
+
+def human_bytes(n: float) -> str:
+    """``1536`` -> ``"1.5 KiB"``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def human_seconds(seconds: float) -> str:
+    """``0.0021`` -> ``"2.1 ms"``, ``3.25`` -> ``"3.2 s"``, ``125`` -> ``"2 m 5 s"``."""
+    if seconds < 1:
+        return f"{seconds * 1000:.1f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} m {rest} s"
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> list[str]:
+    """Rows under their headers, columns padded to one width; ``right`` columns right-aligned."""
+    cells = [[str(h) for h in headers], *([str(c) for c in row] for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+
+    def line(row: list[str]) -> str:
+        padded = (c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        return "  ".join(padded).rstrip()
+
+    return [line(row) for row in cells]
+
+
+def status_report(address: str, status: Mapping[str, Any]) -> str:
+    """The human form of a master's ``status()``: table servers, tables, open transactions."""
+    servers = status["servers"]
+    server_rows = [
+        (
+            sid,
+            s["location"],
+            f"{s['heartbeat_age_s']:.1f} s ago",
+            f"{human_bytes(s['memory_used'])} / {human_bytes(s['memory_budget'])}",
+            f"{100 * s['memory_used'] / s['memory_budget']:.1f}%" if s["memory_budget"] else "-",
+        )
+        for sid, s in servers.items()
+    ]
+    table_rows = [
+        (
+            name,
+            t["path"],
+            t["buckets"],
+            t["latest_commit"] or "(none yet)",
+            f"{t['unflushed_rows']:,}",
+            f"{t['lag_s']:.1f} s",
+        )
+        for name, t in status["tables"].items()
+    ]
+    txns = status["open_transactions"]
+    lines = [f"memtier cluster at {address}", "", f"Table servers: {len(servers)}"]
+    lines += _indent(render_table(("id", "address", "heartbeat", "memory used / budget", "used"),
+                                  server_rows, right=(2, 3, 4)))
+    lines += ["", f"Tables: {len(table_rows)}"]
+    if table_rows:
+        lines += _indent(render_table(
+            ("name", "path", "buckets", "latest Hudi commit", "unflushed rows", "lag"), table_rows,
+            right=(2, 4, 5),
+        ))
+    lines += ["", f"Open transactions: {len(txns)}" + (f" (ids {', '.join(map(str, txns))})" if txns else "")]
+    return "\n".join(lines)
+
+
+def _indent(lines: list[str]) -> list[str]:
+    return ["  " + line for line in lines]
+
+
+class Console:
+    """Progress of a long command: ``step`` lines stamped with the elapsed time, ``task``
+    for a step that takes a while, and one ``live`` line. On a terminal the live line is
+    rewritten in place (``\\r``); otherwise it is printed as a plain line once a second."""
+
+    STAMP_WIDTH = 9  # "[ 12.3s] "
+
+    def __init__(self, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream or sys.stdout
+        self.tty = self.stream.isatty()
+        self._clock = clock
+        self._started = clock()
+        self._lock = threading.Lock()
+        self._live_width = 0
+        self._last_plain = float("-inf")
+
+    def elapsed(self) -> float:
+        return self._clock() - self._started
+
+    def step(self, text: str) -> None:
+        """A new step: ``[  3.2s] text``."""
+        self._write(f"{self._stamp()}{text}\n")
+
+    def note(self, text: str = "") -> None:
+        """A detail line under the current step."""
+        self._write(" " * self.STAMP_WIDTH + text + "\n" if text else "\n")
+
+    def live(self, text: str) -> None:
+        """Show ``text`` as the live line (in place on a terminal, else at most once a second)."""
+        line = " " * self.STAMP_WIDTH + text
+        if self.tty:
+            self._write("\r" + line.ljust(self._live_width))
+            self._live_width = len(line)
+        elif self._clock() - self._last_plain >= 1.0:
+            self._last_plain = self._clock()
+            self._write(line + "\n")
+
+    def end_live(self) -> None:
+        """Finish the live line (its last state stays on screen)."""
+        if self.tty and self._live_width:
+            self._write("\n")
+        self._live_width = 0
+        self._last_plain = float("-inf")
+
+    @contextmanager
+    def task(self, text: str) -> Iterator[None]:
+        """A step that takes a while: on a terminal its line counts the seconds; then it
+        says how long the step took (or that it failed)."""
+        started = self._clock()
+        head = f"{self._stamp()}{text} ..."
+        stop = threading.Event()
+        ticker = threading.Thread(target=self._tick, args=(head, started, stop), daemon=True)
+        if self.tty:
+            ticker.start()
+        else:
+            self._write(head + "\n")
+        outcome = "failed"
+        try:
+            yield
+            outcome = f"done in {human_seconds(self._clock() - started)}"
+        finally:
+            stop.set()
+            if self.tty:
+                ticker.join()
+                self._write(f"\r{head} {outcome}\033[K\n")
+            else:
+                self.note(outcome)
+
+    def _tick(self, head: str, started: float, stop: threading.Event) -> None:
+        while True:
+            self._write(f"\r{head} {self._clock() - started:.0f} s")
+            if stop.wait(0.5):
+                return
+
+    def _stamp(self) -> str:
+        return f"[{self.elapsed():5.1f}s] ".ljust(self.STAMP_WIDTH)
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            self.stream.write(text)
+            self.stream.flush()

@@ -1,0 +1,118 @@
+"""The write tier on real Ray actors: the scenario suite of the in-process tests, and
+crash tests that SIGKILL a table server's or the master's worker process during a
+sustained write stream."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from memtier.io import join
+from memtier.master.service import MasterProxy
+from memtier.tableserver.service import TableServerProxy
+from tests.support.hudirs import hudi_rs_read
+from tests.support.scenario import SCHEMA, random_ops, run_scenario
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+ray = pytest.importorskip("ray")
+
+SERVERS = 2
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    import memtier
+
+    root = tmp_path_factory.mktemp("memtier-ray")
+    running = memtier.start_local(str(root), table_servers=SERVERS)
+    yield running
+    running.shutdown()
+
+
+def _wait(condition: object, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _kill(cluster: object, name: str) -> None:
+    """SIGKILL an actor's worker process and wait until Ray has started it again."""
+    before = cluster.pids()[name]  # type: ignore[attr-defined]
+    os.kill(before, signal.SIGKILL)
+    _wait(lambda: cluster.pids()[name] != before, f"{name} to restart")  # type: ignore[attr-defined]
+
+
+class RayHarness:
+    def __init__(self, cluster: object) -> None:
+        self.cluster = cluster
+        self.client = cluster.client()  # type: ignore[attr-defined]
+        self.servers = SERVERS
+
+    def evict(self) -> None:
+        master = MasterProxy(self.cluster.address)  # type: ignore[attr-defined]
+        for location in master.servers().values():
+            TableServerProxy(location).evict()
+
+    def restart(self, index: int) -> None:
+        _kill(self.cluster, f"ts-{index}")
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_random_scenarios_on_ray_actors(cluster: object, seed: int) -> None:
+    table = f"scenario_{seed}_{uuid.uuid4().hex[:6]}"
+    path = join(cluster.path, "tables", table)  # type: ignore[attr-defined]
+    run_scenario(RayHarness(cluster), table, path, random_ops(random.Random(seed), 25, SERVERS))
+
+
+def _stream(client: object, table: str, stop: threading.Event, acked: list[int], errors: list[BaseException]) -> None:
+    """Write batches of fresh keys until stopped, recording each acknowledged key."""
+    next_key = 0
+    try:
+        while not stop.is_set():
+            keys = list(range(next_key, next_key + 50))
+            batch = pa.table({"id": keys, "ts": [1] * 50, "p": [f"p{k % 2}" for k in keys],
+                              "v": [f"v{k}" for k in keys]}, schema=SCHEMA)
+            client.write(table, batch)  # type: ignore[attr-defined]
+            acked.extend(keys)
+            next_key += 50
+    except BaseException as e:  # surfaced by the test
+        errors.append(e)
+
+
+@pytest.mark.parametrize("victim", ["ts-0", "master"])
+def test_sigkill_during_a_write_stream_loses_no_acknowledged_row(
+    cluster: object, victim: str, tmp_path: Path
+) -> None:
+    client = cluster.client()  # type: ignore[attr-defined]
+    table = f"crash_{victim.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
+    path = join(cluster.path, "tables", table)  # type: ignore[attr-defined]
+    client.create_table(table, SCHEMA, record_key="id", ordering_field="ts", partition_fields="p",
+                        buckets=4, path=path)
+    stop, acked, errors = threading.Event(), [], []
+    writer = threading.Thread(target=_stream, args=(client, table, stop, acked, errors))
+    writer.start()
+    _wait(lambda: len(acked) >= 2000 or errors, "the stream to get going")
+    name = "memtier-master" if victim == "master" else victim
+    _kill(cluster, name)
+    count = len(acked)
+    _wait(lambda: len(acked) >= count + 2000 or errors, "writes to go on after the restart")
+    stop.set()
+    writer.join(timeout=120)
+    assert not errors, errors
+    keys = client.read(table, columns=["id"]).column("id").to_pylist()
+    assert len(keys) == len(set(keys)), "a key appears twice"
+    assert set(acked) <= set(keys), f"{len(set(acked) - set(keys))} acknowledged rows lost"
+    client.flush(table)
+    flushed = hudi_rs_read(path).column("id").to_pylist()
+    assert sorted(flushed) == sorted(set(flushed)) and set(acked) <= set(flushed)

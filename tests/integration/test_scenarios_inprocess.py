@@ -1,0 +1,57 @@
+"""The scenario suite against the in-process core: master, table servers and client as
+plain objects (tests/support/scenario.py runs the same against real Ray actors)."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memtier.config import TableServerConfig
+from memtier.io import join
+from tests.support.inprocess import InProcessCluster
+from tests.support.scenario import random_ops, run_scenario
+
+SERVERS = 2
+
+
+class InProcessHarness:
+    def __init__(self, root: str, config: TableServerConfig) -> None:
+        self.cluster = InProcessCluster(root, config)
+        for i in range(SERVERS):
+            self.cluster.add_server(f"ts-{i}")
+        self.client = self.cluster.client()
+        self.servers = SERVERS
+
+    def evict(self) -> None:
+        for server in self.cluster.servers.values():
+            server.evict()
+
+    def restart(self, index: int) -> None:
+        self.cluster.restart_server(f"ts-{index}")
+
+
+def _run(seed: int, steps: int, config: TableServerConfig) -> None:
+    root = tempfile.mkdtemp(prefix="memtier-scenario-")
+    harness = InProcessHarness(root, config)
+    try:
+        ops = random_ops(random.Random(seed), steps, SERVERS)
+        run_scenario(harness, "scenario", join(root, "tables", "scenario"), ops)
+    finally:
+        harness.cluster.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31), steps=st.integers(5, 30))
+def test_random_scenarios(seed: int, steps: int) -> None:
+    _run(seed, steps, TableServerConfig())
+
+
+def test_tiny_memory_budget_evicts_and_reads_back_from_the_wal() -> None:
+    """A budget of a few KB: most blocks are evicted as writes arrive; reads and flushes
+    re-read them from their WAL files and results stay exact."""
+    _run(7, 40, TableServerConfig(memory_budget=4096, block_max_bytes=2048))
