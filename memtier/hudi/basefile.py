@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from memtier.hudi.keys import record_keys
 from memtier.hudi.parquetfile import write_parquet
@@ -27,9 +26,36 @@ def constant_column(value: str, rows: int) -> pa.DictionaryArray:
 
 
 def _sequence_numbers(instant: str, task: int, rows: int) -> pa.Array:
-    numbers = pa.array(np.arange(rows, dtype=np.int64)).cast(pa.string())
-    prefix = pa.scalar(f"{instant}_{task}_", pa.string())
-    return pc.binary_join_element_wise(prefix, numbers, "")
+    """``<instant>_<task>_<row>`` for rows 0..rows-1, built straight into Arrow buffers.
+
+    Rows with the same number of digits are consecutive and equally long, so each run is
+    one rectangular block of the string data, filled by numpy broadcasting.
+    """
+    prefix = np.frombuffer(f"{instant}_{task}_".encode(), dtype=np.uint8)
+    offsets = np.empty(rows + 1, dtype=np.int64)
+    offsets[0] = 0
+    blocks = []
+    start, end_offset, width = 0, 0, 1
+    while start < rows:
+        end = min(rows, 10**width)
+        row_bytes = len(prefix) + width
+        offsets[start + 1 : end + 1] = end_offset + row_bytes * np.arange(1, end - start + 1)
+        blocks.append((start, end, width, end_offset))
+        end_offset += row_bytes * (end - start)
+        start, width = end, width + 1
+    data = np.empty(end_offset, dtype=np.uint8)
+    for start, end, width, offset in blocks:
+        block = data[offset : offset + (len(prefix) + width) * (end - start)].reshape(end - start, -1)
+        block[:, : len(prefix)] = prefix
+        values = np.arange(start, end, dtype=np.int64)
+        for place in range(width - 1, -1, -1):
+            values, digit = np.divmod(values, 10)
+            block[:, len(prefix) + place] = digit + 48
+    if end_offset < 2**31:
+        return pa.StringArray.from_buffers(
+            rows, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)
+        )
+    return pa.LargeStringArray.from_buffers(rows, pa.py_buffer(offsets), pa.py_buffer(data))
 
 
 def with_meta_columns(
