@@ -4,10 +4,8 @@ partition pruning and filters. File slices are read and merged in parallel threa
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Collection, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -22,6 +20,7 @@ from memtier.hudi.merge import LogEntry
 from memtier.hudi.slicereader import read_slice
 from memtier.hudi.tablemeta import COMMIT_TIME, TableMeta
 from memtier.hudi.timeline import Timeline
+from memtier.parallel import parallel_map
 
 __all__ = ["READ_MODES", "normalize_instant", "read_columns", "read_table"]
 
@@ -103,13 +102,7 @@ def _read_slices(
         more = extra.get((slice_.partition_path, slice_.file_id), ())
         return read_slice(meta, slice_, visible, columns, with_logs=with_logs, extra=more)
 
-    workers = min(len(slices), os.cpu_count() or 1)
-    if workers <= 1:
-        results = [one(s) for s in slices]
-    else:
-        with ThreadPoolExecutor(workers, thread_name_prefix="memtier-read") as pool:
-            results = list(pool.map(one, slices))
-    return [t for t in results if t is not None and t.num_rows]
+    return [t for t in parallel_map(one, slices) if t is not None and t.num_rows]
 
 
 def read_table(

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -39,6 +37,7 @@ from memtier.hudi.schema import check_ordering_not_null, conform
 from memtier.hudi.tablemeta import TableMeta
 from memtier.hudi.timeline import Instant, State, Timeline, TimelineWriter, new_instant_time
 from memtier.io import basename, join, parent, relpath
+from memtier.parallel import parallel_map
 
 __all__ = [
     "OPERATIONS",
@@ -165,11 +164,7 @@ def write_files(
     def one(plan: FileGroupPlan) -> WriteStat:
         return write_file_group(meta, plan, instant, timeline)
 
-    workers = min(len(plans), os.cpu_count() or 1)
-    if workers <= 1:
-        return [one(p) for p in plans]
-    with ThreadPoolExecutor(workers, thread_name_prefix="memtier-write") as pool:
-        return list(pool.map(one, plans))
+    return parallel_map(one, plans)
 
 
 def ensure_partition_metadata(meta: TableMeta, partitions: set[str], instant: str) -> None:
