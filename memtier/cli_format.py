@@ -4,6 +4,7 @@ live line rewritten in place on a terminal)."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
 import time
@@ -97,11 +98,12 @@ class Console:
     def __init__(self, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.stream = stream or sys.stdout
         self.tty = self.stream.isatty()
+        self.width = shutil.get_terminal_size().columns if self.tty else 0
         self._clock = clock
         self._started = clock()
         self._lock = threading.Lock()
         self._live_width = 0
-        self._last_plain = float("-inf")
+        self._last_plain: float | None = None  # when the last plain live line was printed
 
     def elapsed(self) -> float:
         return self._clock() - self._started
@@ -115,21 +117,26 @@ class Console:
         self._write(" " * self.STAMP_WIDTH + text + "\n" if text else "\n")
 
     def live(self, text: str) -> None:
-        """Show ``text`` as the live line (in place on a terminal, else at most once a second)."""
+        """Show ``text`` as the live line: in place on a terminal, else as a plain line
+        once a second (the first a second after the live line starts)."""
         line = " " * self.STAMP_WIDTH + text
+        now = self._clock()
         if self.tty:
+            line = self._fit(line)
             self._write("\r" + line.ljust(self._live_width))
             self._live_width = len(line)
-        elif self._clock() - self._last_plain >= 1.0:
-            self._last_plain = self._clock()
+        elif self._last_plain is None:
+            self._last_plain = now
+        elif now - self._last_plain >= 1.0:
+            self._last_plain = now
             self._write(line + "\n")
 
-    def end_live(self) -> None:
-        """Finish the live line (its last state stays on screen)."""
-        if self.tty and self._live_width:
-            self._write("\n")
+    def end_live(self, text: str) -> None:
+        """Finish the live line with its final state, which stays on screen."""
+        line = " " * self.STAMP_WIDTH + text
+        self._write(("\r" + self._fit(line).ljust(self._live_width) if self.tty else line) + "\n")
         self._live_width = 0
-        self._last_plain = float("-inf")
+        self._last_plain = None
 
     @contextmanager
     def task(self, text: str) -> Iterator[None]:
@@ -151,15 +158,19 @@ class Console:
             stop.set()
             if self.tty:
                 ticker.join()
-                self._write(f"\r{head} {outcome}\033[K\n")
+                self._write("\r" + self._fit(f"{head} {outcome}") + "\033[K\n")
             else:
                 self.note(outcome)
 
     def _tick(self, head: str, started: float, stop: threading.Event) -> None:
         while True:
-            self._write(f"\r{head} {self._clock() - started:.0f} s")
+            self._write("\r" + self._fit(f"{head} {self._clock() - started:.0f} s") + "\033[K")
             if stop.wait(0.5):
                 return
+
+    def _fit(self, line: str) -> str:
+        """``line`` cut to the terminal's width, so that ``\\r`` can rewrite it."""
+        return line if len(line) < self.width else line[: self.width - 4] + "..."
 
     def _stamp(self) -> str:
         return f"[{self.elapsed():5.1f}s] ".ljust(self.STAMP_WIDTH)

@@ -8,6 +8,7 @@ that it holds the same rows memtier served.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import threading
 import time
@@ -33,8 +34,8 @@ SCHEMA = pa.schema([
 CITIES = np.array(["amsterdam", "berlin", "lisbon", "oslo", "paris"])
 TABLE_SERVERS = 2
 BUCKETS = 4
-#: Keys drawn per batch row: most rows of a run update a key written before.
-KEYS_PER_BATCH_ROW = 100
+#: The key space is this many batches wide, so most rows of a run update an earlier key.
+KEY_SPACE_IN_BATCHES = 100
 #: How long an acknowledged row may stay invisible before the demo calls it a failure.
 VISIBILITY_TIMEOUT = 10.0
 
@@ -55,7 +56,7 @@ class Upserts:
     def __init__(self, rows_per_batch: int, seed: int = 7) -> None:
         self.rows_per_batch = rows_per_batch
         self._rng = np.random.default_rng(seed)
-        self._seen = np.zeros(rows_per_batch * KEYS_PER_BATCH_ROW, dtype=bool)
+        self._seen = np.zeros(rows_per_batch * KEY_SPACE_IN_BATCHES, dtype=bool)
         self._last_ts = 0
 
     def next(self) -> pa.Table:
@@ -134,11 +135,11 @@ class StreamStats:
         with self._lock:
             acks, rows, fresh = self.acks, self.rows, list(self.freshness)
         rate = max(seconds, 1e-9)
-        text = f"{seconds:4.1f} s   {acks / rate:,.0f} acks/s   {rows / rate:,.0f} rows/s   freshness "
+        text = f"{seconds:4.1f} s  {acks / rate:,.0f} acks/s  {rows / rate:,.0f} rows/s  freshness "
         if not fresh:
             return text + "(no read yet)"
         p50, p99 = np.percentile(fresh, [50, 99])
-        return text + f"p50 {human_seconds(p50)}  p99 {human_seconds(p99)}  ({len(fresh):,} probes)"
+        return text + f"p50 {human_seconds(p50)} p99 {human_seconds(p99)}"
 
 
 class _Worker(threading.Thread):
@@ -168,7 +169,8 @@ def _write_loop(client: Client, table: str, upserts: Upserts, board: AckBoard, s
 
 
 def _read_loop(client: Client, table: str, board: AckBoard, stats: StreamStats, stop: threading.Event) -> None:
-    """Read the last acknowledged key until its acknowledged version shows; time it."""
+    """Read the last acknowledged key back (``lookup``: a latest-mode read of the key's file
+    group) until its acknowledged version shows; time it from the ack."""
     number = 0
     while not stop.is_set():
         ack = board.newer_than(number, timeout=0.2)
@@ -176,7 +178,7 @@ def _read_loop(client: Client, table: str, board: AckBoard, stats: StreamStats, 
             continue
         number = ack.number
         for reads in itertools.count(1):
-            got = client.read(table, "latest", columns=["id", "ts"], filters=[("id", "=", ack.key)])
+            got = client.lookup(table, [ack.key], columns=["id", "ts"])
             now = time.perf_counter()
             if got.num_rows and max(got["ts"].to_pylist()) >= ack.ts:
                 stats.seen(now - ack.at, reads)
@@ -198,8 +200,7 @@ def run_demo(options: DemoOptions, console: Console) -> int:
 
     kind = "a new temporary directory" if options.temporary else "from --path"
     console.step(f"data directory: {options.path} ({kind}; kept afterwards)")
-    with console.task(f"starting Ray and a memtier cluster (master + {TABLE_SERVERS} table servers; "
-                      "5-15 s on a small machine)"):
+    with console.task(f"starting Ray, a master and {TABLE_SERVERS} table servers (5-15 s)"):
         cluster = start_local(options.path, table_servers=TABLE_SERVERS)
     console.note(f"master at {cluster.address}")
     try:
@@ -220,11 +221,13 @@ def _stream_and_flush(writer: Client, reader: Client, options: DemoOptions,
                  f"value double, city string (partition); {BUCKETS} buckets")
     console.note(created["path"])
     upserts = Upserts(options.rows_per_batch)
+    with console.task("first write (opens a WAL file per file group)"):
+        writer.write(table, upserts.next())
     stats = StreamStats()
     board = AckBoard()
     stop = threading.Event()
     console.step(f"streaming upserts for {options.seconds:g} s ({options.rows_per_batch:,} rows a batch) "
-                 "while a second client reads each newest acknowledged key back")
+                 "while a second client looks each newest acknowledged key up")
     started = time.monotonic()
     workers = [
         _Worker("demo-writer", lambda: _write_loop(writer, table, upserts, board, stats,
@@ -241,13 +244,12 @@ def _stream_and_flush(writer: Client, reader: Client, options: DemoOptions,
         stop.set()
         for w in workers:
             w.join()
-    console.live(stats.line(time.monotonic() - started))
-    console.end_live()
+    console.end_live(stats.line(time.monotonic() - started))
     for w in workers:
         if w.error is not None:
             raise w.error
     _summarize(stats, upserts, console)
-    with console.task("flushing everything acknowledged into the Hudi table"):
+    with console.task("flushing the rest into the Hudi table"):
         writer.flush(table)
     served = writer.read(table, "latest")
     console.step(f"memtier read(latest) after the flush: {served.num_rows:,} rows")
@@ -256,14 +258,13 @@ def _stream_and_flush(writer: Client, reader: Client, options: DemoOptions,
 
 def _summarize(stats: StreamStats, upserts: Upserts, console: Console) -> None:
     ack_p50, ack_p99 = np.percentile(stats.ack_seconds, [50, 99])
-    console.note(f"{stats.acks:,} acknowledged writes, {stats.rows:,} rows, "
-                 f"{upserts.distinct_keys:,} distinct keys; ack p50 {human_seconds(ack_p50)}, "
-                 f"p99 {human_seconds(ack_p99)}")
+    console.note(f"{stats.acks:,} acknowledged writes of {stats.rows:,} rows (ack p50 {human_seconds(ack_p50)}, "
+                 f"p99 {human_seconds(ack_p99)}); {upserts.distinct_keys:,} distinct keys written in all")
     if stats.freshness:
         p50, p99 = np.percentile(stats.freshness, [50, 99])
-        console.note(f"the second client read each newest acknowledged row back {human_seconds(p50)} "
-                     f"after its ack (p50; p99 {human_seconds(p99)}, {len(stats.freshness):,} probes), "
-                     f"{stats.first_read / len(stats.freshness):.0%} of them on the first read")
+        console.note(f"the second client had each newest acknowledged row {human_seconds(p50)} after "
+                     f"its ack (p50; p99 {human_seconds(p99)}; {len(stats.freshness):,} probes); "
+                     f"{stats.first_read / len(stats.freshness):.0%} found it on the first lookup")
 
 
 def _show_timeline(path: str, console: Console) -> None:
@@ -278,7 +279,7 @@ def _show_timeline(path: str, console: Console) -> None:
         stats = [s for group in commit.partition_to_write_stats.values() for s in group]
         rows.append((instant.timestamp, instant.action, instant.state.value, len(commit.files()),
                      f"{sum(s.num_writes for s in stats):,}"))
-    console.step(f"Hudi timeline ({path}/.hoodie): {len(instants)} completed instants, "
+    console.step(f"Hudi timeline ({path}/.hoodie): {len(instants)} completed, "
                  f"{len(timeline.pending(None))} pending")
     shown = rows[-12:]
     if len(rows) > len(shown):
@@ -298,12 +299,10 @@ def _read_with_hudi_rs(path: str) -> pa.Table:
 
 
 def _check_with_hudi_rs(path: str, served: pa.Table, console: Console) -> int:
-    try:
-        import hudi  # noqa: F401 - only to say how to get it
-    except ImportError:
+    if importlib.util.find_spec("hudi") is None:
         console.step("skipped the hudi-rs read: the hudi package is not installed (pip install hudi)")
         return 0
-    with console.task("reading the table with hudi-rs (the hudi package: no memtier code, no cluster)"):
+    with console.task("reading it with hudi-rs (no memtier, no cluster)"):
         theirs = _read_with_hudi_rs(path)
     ours = served.select(SCHEMA.names).cast(SCHEMA).sort_by("id")
     theirs = theirs.sort_by("id")

@@ -1,0 +1,167 @@
+"""The ``memtier`` command.
+
+    memtier start  [--path DIR] [--table-servers N] [--config KEY=VALUE ...]
+    memtier status [--address grpc://HOST:PORT] [--token T] [--json]
+    memtier demo   [--path DIR] [--seconds S] [--rows-per-batch N]
+
+Exit codes: 0 success; 1 the command ran and failed; 2 it could not run as asked (a
+usage error, a bad setting, nothing answering at the address); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+
+from memtier.cli_format import Console, status_report
+from memtier.config import ClusterConfig, check, load
+from memtier.errors import InvalidArgumentError, MemtierError, RpcError
+
+__all__ = ["main"]
+
+
+
+def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+        return value
+
+    return parse
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memtier", description="An in-memory, WAL-backed write tier over Apache Hudi tables.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    start = commands.add_parser("start", help="run a cluster on this machine until Ctrl-C")
+    start.add_argument("--path", default="./memtier-data", help="where tables and WALs live (default: %(default)s)")
+    start.add_argument("--table-servers", type=_positive(int), default=2, metavar="N",
+                       help="table servers to start (default: %(default)s)")
+    start.add_argument("--config", type=_key_value, action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                       help="cluster.*, tableserver.* and wal.* settings (see the README)")
+    start.set_defaults(run=_start)
+
+    status = commands.add_parser("status", help="table servers, tables and open transactions of a cluster")
+    status.add_argument("--address", help="the master, grpc://HOST:PORT (default: $MEMTIER_CLUSTER_ADDRESS)")
+    status.add_argument("--token", help="the cluster token, if it has one (default: $MEMTIER_CLUSTER_TOKEN)")
+    status.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    status.add_argument("--timeout", type=_positive(float), default=10.0, metavar="SECONDS",
+                        help="give up after this long (default: %(default)s)")
+    status.set_defaults(run=_status)
+
+    demo = commands.add_parser("demo", help="stream upserts, watch freshness, read the Hudi table with hudi-rs")
+    demo.add_argument("--path", help="where the demo's data goes (default: a new temporary directory)")
+    demo.add_argument("--seconds", type=_positive(float), default=5.0, help="how long to stream (default: %(default)s)")
+    demo.add_argument("--rows-per-batch", type=_positive(int), default=1000, metavar="N",
+                      help="rows per write (default: %(default)s)")
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2), already printed
+        return int(e.code or 0)
+    if args.command is None:
+        parser.print_usage(sys.stderr)
+        print("memtier: error: a command is required (start, status or demo)", file=sys.stderr)
+        return 2
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:
+        print(f"\nmemtier {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except InvalidArgumentError as e:
+        print(f"memtier {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except MemtierError as e:
+        print(f"memtier {args.command}: error: {e}", file=sys.stderr)
+        return 1
+
+
+def _start(args: argparse.Namespace) -> int:
+    from memtier.cluster import start_local
+
+    options = dict(args.config)
+    check(options)
+    console = Console()
+    with console.task(f"starting Ray, a master and {args.table_servers} table servers (5-15 s)"):
+        cluster = start_local(args.path, table_servers=args.table_servers, config=options)
+    try:
+        tables = cluster.client().list_tables()
+        token = ", token=..." if cluster.token else ""
+        console.step(f"memtier is running: master at {cluster.address}, {args.table_servers} table servers")
+        console.note(f"data:    {cluster.path}")
+        console.note(f"tables:  {', '.join(tables) if tables else 'none yet'}")
+        console.note(f'Python:  client = memtier.connect("{cluster.address}"{token})')
+        console.note(f"status:  memtier status --address {cluster.address}" + (" --token ..." if token else ""))
+        console.note(f"         (or export MEMTIER_CLUSTER_ADDRESS={cluster.address})")
+        console.note("Ctrl-C stops the cluster.")
+        _wait_for_stop_signal()
+    finally:
+        with console.task("stopping the cluster"):
+            cluster.shutdown()
+    return 0
+
+
+def _wait_for_stop_signal() -> None:
+    """Block until SIGINT or SIGTERM."""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from memtier.master.service import MasterProxy
+
+    configured = load(ClusterConfig)
+    address = args.address or configured.address
+    if address is None:
+        raise InvalidArgumentError("no address: pass --address grpc://HOST:PORT or set MEMTIER_CLUSTER_ADDRESS "
+                                   "(memtier start prints it)")
+    try:
+        status = MasterProxy(address, token=args.token or configured.token, timeout=args.timeout).status()
+    except RpcError as e:
+        print(f"memtier status: no memtier cluster answers: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps({"address": address, **status}, indent=2) if args.json else status_report(address, status))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from memtier.demo import DemoOptions, run_demo
+
+    path = os.path.abspath(args.path or tempfile.mkdtemp(prefix="memtier-demo-"))
+    options = DemoOptions(path, args.seconds, args.rows_per_batch, temporary=args.path is None)
+    return run_demo(options, Console())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
