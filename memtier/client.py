@@ -29,6 +29,7 @@ from memtier.errors import (
     RpcError,
     TransactionError,
 )
+from memtier.hudi.cache import SliceCache
 from memtier.hudi.filters import Filter
 from memtier.hudi.keys import KeyColumns
 from memtier.hudi.merge import LogEntry
@@ -142,6 +143,7 @@ class Client:
         self._metas: dict[str, TableMeta] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(4, thread_name_prefix="memtier-client")
+        self._files = SliceCache()  # decoded Hudi files, reused while they do not change
 
     # == catalog =========================================================================
     def create_table(
@@ -374,7 +376,7 @@ class Client:
         if mode == "read_optimized" or as_of is not None:
             hudi_mode = "read_optimized" if mode == "read_optimized" else "snapshot"
             return read_table(meta, mode=hudi_mode, as_of=as_of, columns=columns, filters=filters,
-                              include_meta=include_meta, buckets=buckets)
+                              include_meta=include_meta, buckets=buckets, cache=self._files)
         needed = read_columns(meta, columns=columns, filters=filters, include_meta=include_meta)
         snapshot = TxnSnapshot.from_dict(plan["snapshot"])
         route = _Routing.of(plan)
@@ -383,7 +385,7 @@ class Client:
         )
         extra = _entries_by_file_group(memory, meta, needed)
         return read_table(meta, as_of=plan["instant"], columns=columns, filters=filters,
-                          include_meta=include_meta, extra=extra, buckets=buckets)
+                          include_meta=include_meta, extra=extra, buckets=buckets, cache=self._files)
 
     def _read_servers(
         self, name: str, route: _Routing, instant: str | None, snapshot: TxnSnapshot,

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from memtier.errors import InvalidArgumentError, UnknownColumnError
 from memtier.hudi.avro import META_FIELDS
+from memtier.hudi.cache import SliceCache
 from memtier.hudi.filenames import bucket_or_none
 from memtier.hudi.filters import Filter, partition_predicate, to_expression, validate
 from memtier.hudi.fsview import FileSlice, FileSystemView
@@ -97,10 +98,11 @@ def _read_slices(
     columns: list[str],
     with_logs: bool,
     extra: Mapping[tuple[str, str], Sequence[LogEntry]],
+    cache: SliceCache | None,
 ) -> list[pa.Table]:
     def one(slice_: FileSlice) -> pa.Table | None:
         more = extra.get((slice_.partition_path, slice_.file_id), ())
-        return read_slice(meta, slice_, visible, columns, with_logs=with_logs, extra=more)
+        return read_slice(meta, slice_, visible, columns, with_logs=with_logs, extra=more, cache=cache)
 
     return [t for t in parallel_map(one, slices) if t is not None and t.num_rows]
 
@@ -117,6 +119,7 @@ def read_table(
     include_meta: bool = False,
     extra: Mapping[tuple[str, str], Sequence[LogEntry]] | None = None,
     buckets: Collection[int] | None = None,
+    cache: SliceCache | None = None,
 ) -> pa.Table:
     """Read the table; see :meth:`memtier.hudi.HudiTable.read`.
 
@@ -164,7 +167,7 @@ def read_table(
         touched = _touched_file_groups(meta, visible, start_ts, point)  # type: ignore[arg-type]
         slices = [s for s in slices if (s.partition_path, s.file_id) in touched]
     needed = _needed_columns(meta, wanted, checked, mode)
-    tables = _read_slices(meta, slices, visible, needed, mode != "read_optimized", extra)
+    tables = _read_slices(meta, slices, visible, needed, mode != "read_optimized", extra, cache)
     file_schema = pa.schema([meta.file_schema.field(n) for n in needed])
     result = pa.concat_tables(tables) if tables else file_schema.empty_table()
     if mode == "incremental":

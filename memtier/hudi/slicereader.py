@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from functools import partial
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from memtier.hudi.cache import SliceCache
 from memtier.hudi.fsview import FileSlice
 from memtier.hudi.keys import record_keys
 from memtier.hudi.logformat import (
@@ -116,15 +118,28 @@ def read_slice(
     *,
     with_logs: bool = True,
     extra: Sequence[LogEntry] = (),
+    cache: SliceCache | None = None,
 ) -> pa.Table | None:
     """The slice's live rows (``columns`` only; must include the merge key and ordering).
 
     ``extra`` entries come after the slice's log blocks: rows not yet flushed into the
     table (from table-server memory or WAL), merged exactly as later log blocks would be.
+    A ``cache`` keeps decoded base files and log entries for the next read.
     """
     base_path = slice_.base_file_path(meta.base_path)
-    base = read_base_file(meta, base_path, columns) if base_path is not None else None
+    base = None
+    if base_path is not None:
+        load_base = partial(read_base_file, meta, base_path, columns)
+        base = cache.get(("base", base_path, tuple(columns)), load_base) if cache else load_base()
     if not with_logs or (not slice_.log_files and not extra):
         return base
-    entries = read_log_entries(meta, slice_, visible, columns) if slice_.log_files else []
+    entries: list[LogEntry] = []
+    if slice_.log_files:
+        load_logs = partial(read_log_entries, meta, slice_, visible, columns)
+        if cache is None:
+            entries = load_logs()
+        else:
+            point = (len(visible.completed()), visible.last_timestamp())
+            key = ("logs", tuple(slice_.log_file_paths(meta.base_path)), point, tuple(columns))
+            entries = cache.get(key, load_logs)
     return merge_file_group(base, [*entries, *extra], meta.merge_spec)

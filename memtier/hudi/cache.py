@@ -1,0 +1,73 @@
+"""A bounded cache of decoded file-slice parts, for readers that read the same table
+again and again (a client polling for fresh rows reads files that rarely change).
+
+Entries are immutable facts: a base file's columns never change, and a slice's log
+entries are keyed by the log files and by the visible timeline (instants only ever go
+from pending to completed, so "how many completed instants up to the read's point"
+changes whenever a log block could become visible). Least recently used entries are
+dropped once the cached Arrow data exceeds the budget.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import TypeVar
+
+import pyarrow as pa
+
+from memtier.hudi.merge import LogEntry
+
+__all__ = ["SliceCache"]
+
+T = TypeVar("T", pa.Table, list[LogEntry], None)
+
+
+def _size(value: object) -> int:
+    if isinstance(value, pa.Table):
+        return value.nbytes
+    if isinstance(value, list):
+        return sum(
+            (e.records.nbytes if e.records is not None else 0)
+            + (e.deleted_keys.nbytes if e.deleted_keys is not None else 0)
+            for e in value
+        )
+    return 0
+
+
+class SliceCache:
+    """LRU of decoded base files and log entries, bounded in bytes; thread-safe."""
+
+    def __init__(self, max_bytes: int = 256 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key: Hashable, load: Callable[[], T]) -> T:
+        """The cached value of ``key``, loading (and caching) it on a miss."""
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return found[0]  # type: ignore[return-value]
+            self.misses += 1
+        value = load()
+        size = _size(value)
+        if size > self.max_bytes:
+            return value
+        with self._lock:
+            if key not in self._entries:
+                self._entries[key] = (value, size)
+                self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self._bytes -= dropped
+        return value
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
