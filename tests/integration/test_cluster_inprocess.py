@@ -1,0 +1,531 @@
+"""The master, table servers and client wired in-process (no Ray, no RPC): writes,
+transactions, flushes, memory, restarts, WAL retention and status, one behaviour each."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import memtier.tableserver.server as tableserver_module
+from memtier.client import Client, Transaction
+from memtier.config import TableServerConfig, WalConfig
+from memtier.errors import TransactionError
+from memtier.hudi import HudiTable
+from memtier.io import open_fileio
+from memtier.tableserver.server import TableServer
+from memtier.wal import list_wals
+from tests.support.hudirs import hudi_rs_read, rows
+from tests.support.inprocess import InProcessCluster
+from tests.support.model import TableModel, project
+
+SCHEMA = pa.schema(
+    [("tenant", pa.string()), ("id", pa.int64()), ("region", pa.string()), ("ts", pa.int64()), ("v", pa.string())]
+)
+COLUMNS = SCHEMA.names
+KEY = ("tenant", "id")
+BUCKETS = 4
+
+
+def batch(ids: Any, ts: int = 1, tag: str = "v") -> pa.Table:
+    """Rows of keys ``ids``: two tenants, the region fixed by the id (a key never moves)."""
+    ids = list(ids)
+    return pa.table(
+        {
+            "tenant": [f"tenant-{i % 2}" for i in ids],
+            "id": ids,
+            "region": [f"r{i % 3}" for i in ids],
+            "ts": [ts] * len(ids),
+            "v": [f"{tag}{i}" for i in ids],
+        },
+        schema=SCHEMA,
+    )
+
+
+def model() -> TableModel:
+    return TableModel(KEY, "ts", ("region",), BUCKETS)
+
+
+def expected(*batches: pa.Table) -> list[tuple]:
+    """What a reader must see after ``batches`` (in order, all committed)."""
+    tm = model()
+    for commit, data in enumerate(batches, 1):
+        tm.upsert(commit, data.to_pylist())
+    return project(tm.rows(), COLUMNS)
+
+
+def create(client: Client, name: str = "t", **options: Any) -> str:
+    options = {"record_key": list(KEY), "ordering_field": "ts", "partition_fields": "region",
+               "buckets": BUCKETS, **options}
+    return client.create_table(name, SCHEMA, **options)["path"]
+
+
+def held(cluster: InProcessCluster, table: str = "t") -> pa.Table:
+    """Every row the table servers hold that the Hudi table lacks, as stored (unmerged)."""
+    instant = cluster.master.latest_commit(table)
+    parts = [s.read(table, as_of_instant=instant, columns=COLUMNS) for s in cluster.servers.values()
+             if s.owned(table)]
+    return pa.concat_tables(parts).select(COLUMNS)
+
+
+def key_count(table: pa.Table) -> int:
+    return len(set(zip(table.column("tenant").to_pylist(), table.column("id").to_pylist(), strict=True)))
+
+
+def heartbeat(cluster: InProcessCluster) -> None:
+    """What each server's periodic loop reports to the master in a real cluster."""
+    for server_id, server in cluster.servers.items():
+        cluster.master.heartbeat(server_id, server.status(), server.bucket_memory())
+
+
+def add_server(cluster: InProcessCluster, server_id: str, wal_config: WalConfig) -> TableServer:
+    """A table server with its own WAL settings, registered as ``add_server`` does (a new
+    location each time, so clients drop the handle of a server that was restarted)."""
+    server = TableServer(server_id, cluster.master, cluster.wal_root, config=cluster.config,
+                         wal_config=wal_config)
+    cluster.servers[server_id] = server
+    location = f"inprocess://{server_id}/{uuid.uuid4().hex}"
+    cluster.master.register_server(server_id, location, cluster.config.memory_budget)
+    return server
+
+
+def wal_blocks(cluster: InProcessCluster) -> set[tuple[str, str, int]]:
+    """(partition dir, file group, block id) of every WAL file."""
+    io = open_fileio(cluster.wal_root)
+    return {(e.path.rsplit("/", 2)[-2], e.name.file_group, e.name.block_id)
+            for e in list_wals(io, cluster.wal_root)}
+
+
+@pytest.fixture
+def cluster(tmp_path) -> Iterator[InProcessCluster]:
+    cluster = InProcessCluster(str(tmp_path / "cluster"))
+    for server_id in ("a", "b", "c"):
+        cluster.add_server(server_id)
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def client(cluster: InProcessCluster) -> Iterator[Client]:
+    client = cluster.client()
+    yield client
+    client.close()
+
+
+# == writes and reads =====================================================================
+
+
+def test_acknowledged_writes_are_readable_at_once(cluster: InProcessCluster, client: Client) -> None:
+    create(client)
+    writes = [
+        batch(range(40)),
+        batch(range(20, 60), ts=2, tag="newer"),  # updates win by ordering value
+        batch(range(0, 10), ts=0, tag="older"),  # older versions lose, though written later
+        batch(range(50, 55), ts=2, tag="tie"),  # equal ordering: the later write wins
+    ]
+    for n, data in enumerate(writes, 1):
+        ack = client.write("t", data)
+        assert (ack.rows, ack.duplicate_rows) == (data.num_rows, 0)
+        assert rows(client.read("t"), COLUMNS) == expected(*writes[:n])
+    assert rows(client.read("t", "committed"), COLUMNS) == expected(*writes)
+    assert all(s.owned("t") and s.status()["tables"]["t"]["unflushed_rows"] for s in cluster.servers.values())
+    found = client.lookup("t", {"tenant": ["tenant-1", "tenant-0", "tenant-0"], "id": [51, 8, 7]})
+    assert rows(found, COLUMNS) == [r for r in expected(*writes) if r[:2] in
+                                    {("tenant-1", 51), ("tenant-0", 8)}]
+
+
+def test_transaction_rows_are_invisible_to_committed_readers_until_commit(client: Client) -> None:
+    create(client)
+    base = batch(range(10))
+    client.write("t", base)
+    change = batch(range(5, 15), ts=2, tag="tx")
+    with client.transaction("t") as tx:
+        tx.write(change)
+        assert rows(client.read("t"), COLUMNS) == expected(base, change)
+        assert rows(client.read("t", "committed"), COLUMNS) == expected(base)
+    assert tx.state == "committed"
+    assert rows(client.read("t", "committed"), COLUMNS) == expected(base, change)
+    assert rows(client.read("t"), COLUMNS) == expected(base, change)
+
+
+def test_abort_removes_the_rows_from_latest_and_committed_reads(client: Client) -> None:
+    path = create(client)
+    base = batch(range(10))
+    client.write("t", base)
+    with pytest.raises(RuntimeError), client.transaction("t") as tx:  # aborted by the error
+        tx.write(batch(range(5, 15), ts=2, tag="aborted"))
+        raise RuntimeError("the micro-batch failed")
+    assert tx.state == "aborted"
+    explicit = Transaction(client, "t", "explicit")
+    explicit.write(batch(range(0, 3), ts=3, tag="aborted-too"))
+    explicit.abort()
+    for mode in ("latest", "committed"):
+        assert rows(client.read("t", mode), COLUMNS) == expected(base)
+    assert client.flush("t")  # aborted blocks are resolved: they flush, without their rows
+    assert rows(HudiTable.open(path).read(), COLUMNS) == expected(base)
+    assert rows(client.read("t"), COLUMNS) == expected(base)
+
+
+def test_a_retried_begin_returns_the_same_transaction(cluster: InProcessCluster, client: Client) -> None:
+    create(client)
+    first = Transaction(client, "t", "micro-batch-7")
+    again = Transaction(client, "t", "micro-batch-7")
+    assert (again.txn_id, again.state) == (first.txn_id, "open")
+    assert Transaction(client, "t", "micro-batch-8").txn_id != first.txn_id
+    other_writer = cluster.client()
+    assert Transaction(other_writer, "t", "micro-batch-7").txn_id != first.txn_id
+    first.write(batch(range(3)))
+    first.commit()
+    retried = Transaction(client, "t", "micro-batch-7")  # e.g. a Spark task retried after commit
+    assert (retried.txn_id, retried.state) == (first.txn_id, "committed")
+    with pytest.raises(TransactionError, match="committed"):
+        retried.write(batch(range(3)))
+
+
+def test_a_duplicate_write_is_dropped_and_reported(cluster: InProcessCluster, client: Client) -> None:
+    create(client)
+    data = batch(range(30))
+    first = client.write("t", data)
+    again = client.write("t", data, sequence=first.sequence)  # the acknowledgement was lost
+    assert (again.rows, again.duplicate_rows) == (0, data.num_rows)
+    assert held(cluster).num_rows == data.num_rows  # stored once, not merged away
+    assert rows(client.read("t"), COLUMNS) == expected(data)
+    assert client.write("t", data).rows == data.num_rows  # a new sequence is a new write
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: a producer's writes are deduplicated by the highest sequence number seen per "
+    "file group, but Client.write is thread-safe and numbers writes before sending them: when "
+    "two threads' writes arrive out of order, the earlier-numbered one is acknowledged as "
+    "duplicate_rows and its rows are lost",
+)
+def test_concurrent_writes_of_one_client_are_all_kept(cluster: InProcessCluster) -> None:
+    first_sent, second_done = threading.Event(), threading.Event()
+
+    class Delayed:
+        """A table server on which the client's first write arrives after its second."""
+
+        def __init__(self, server: TableServer) -> None:
+            self.server = server
+
+        def write(self, table: str, data: Any, **kwargs: Any) -> Any:
+            if kwargs["producer_seq"] == 1:
+                first_sent.set()
+                assert second_done.wait(30)
+            return self.server.write(table, data, **kwargs)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.server, name)
+
+    client = Client(cluster.master, lambda server_id, _location: Delayed(cluster.servers[server_id]))
+    create(client, buckets=1)
+    result: dict[str, Any] = {}
+    writer = threading.Thread(target=lambda: result.update(first=client.write("t", batch(range(3)))))
+    writer.start()
+    assert first_sent.wait(30)
+    second = client.write("t", batch(range(3, 5)))
+    second_done.set()
+    writer.join(30)
+    assert (result["first"].sequence, second.sequence) == (1, 2)
+    assert result["first"].duplicate_rows == 0
+    assert rows(client.read("t"), COLUMNS) == expected(batch(range(5)))
+
+
+# == flushes ==============================================================================
+
+
+def test_flush_puts_the_rows_into_the_hudi_table(cluster: InProcessCluster, client: Client) -> None:
+    path = create(client)
+    writes = [batch(range(60)), batch(range(30, 90), ts=2, tag="newer")]
+    client.write("t", writes[0])
+    assert client.flush("t")
+    client.write("t", writes[1])  # a second flush: log files over the first one's files
+    assert client.flush("t")
+    want = expected(*writes)
+    assert rows(HudiTable.open(path).read(), COLUMNS) == want
+    assert rows(hudi_rs_read(path), COLUMNS) == want
+    assert rows(client.read("t"), COLUMNS) == want
+    assert rows(client.read("t", "read_optimized"), COLUMNS) == rows(
+        HudiTable.open(path).read("read_optimized"), COLUMNS
+    )
+    assert held(cluster).num_rows == 0
+    assert client.flush("t") == []  # nothing left: no empty instants
+
+
+def test_open_transactions_hold_back_their_blocks_and_the_ones_after(client: Client) -> None:
+    path = create(client, "q", partition_fields=None, buckets=1)  # one file group
+    tx = Transaction(client, "q", "slow-batch")
+    in_tx = batch(range(10), tag="tx")
+    tx.write(in_tx)
+    assert client.flush("q") == []  # its block is sealed, but not resolved
+    after = batch(range(10, 20), tag="auto")
+    client.write("q", after)  # committed at once, in a later block of the same file group
+    assert client.flush("q") == []  # blocks flush in order: it waits behind the open one
+    assert HudiTable.open(path).read().num_rows == 0
+    assert rows(client.read("q", "committed"), COLUMNS) == expected(after)
+    tx.commit()
+    assert client.flush("q")
+    assert rows(HudiTable.open(path).read(), COLUMNS) == expected(in_tx, after)
+
+
+# == memory ===============================================================================
+
+BUDGET = 64 << 10
+
+
+def test_memory_stays_within_budget_while_writing_ten_times_it(tmp_path) -> None:
+    config = TableServerConfig(memory_budget=BUDGET, block_max_bytes=8 << 10)
+    cluster = InProcessCluster(str(tmp_path), config)
+    try:
+        server = cluster.add_server("a")
+        client = cluster.client()
+        path = create(client, partition_fields=None, buckets=2)  # few file groups: fast
+        writes, written, evicted = [], 0, 0
+        for n in itertools.count():
+            if written >= 10 * BUDGET:
+                break
+            data = batch(range(n * 50 % 700, n * 50 % 700 + 150), ts=n, tag=f"w{n}-" + "x" * 20)
+            ack = client.write("t", data)
+            writes.append(data)
+            written += data.nbytes
+            evicted += ack.evicted_bytes
+        status = server.status()
+        assert status["memory_peak"] <= BUDGET, status
+        assert status["tables"]["t"]["resident_blocks"] < status["tables"]["t"]["blocks"]
+        assert evicted > 0  # the budget was really hit: back-pressure, never an error
+        want = expected(*writes)
+        assert rows(client.read("t"), COLUMNS) == want  # evicted blocks re-read from the WAL
+        assert rows(client.read("t", "committed"), COLUMNS) == want
+        assert client.flush("t")  # flushes read evicted blocks back too
+        assert rows(HudiTable.open(path).read(), COLUMNS) == want
+        assert server.memory.peak <= BUDGET
+    finally:
+        cluster.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: FileGroup.forget_flushed (run by TableServer.maintain after the grace "
+    "period) drops flushed blocks that are still resident without releasing their bytes "
+    "from the MemoryAccount: memory_used never comes down, and the server keeps evicting "
+    "and sealing as if full",
+)
+def test_forgetting_flushed_blocks_releases_their_memory(
+    cluster: InProcessCluster, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create(client)
+    client.write("t", batch(range(100)))
+    client.flush("t")
+    monkeypatch.setattr(tableserver_module, "_FLUSHED_GRACE_S", 0.0)  # the grace period is over
+    for server in cluster.servers.values():
+        server.maintain()
+        blocks = server.status()["tables"]["t"]["blocks"]
+        assert blocks == 0  # the flushed blocks were forgotten...
+        assert server.memory.used == 0  # ...so nothing is held any more
+
+
+# == restarts =============================================================================
+
+
+def test_restart_server_mid_stream_keeps_every_acknowledged_row_once(
+    cluster: InProcessCluster, client: Client
+) -> None:
+    path = create(client)
+    flushed = batch(range(50))
+    client.write("t", flushed)
+    client.flush("t")
+    unflushed = [batch(range(50, 80)), batch(range(80, 100))]
+    last = None
+    for data in unflushed:
+        last = client.write("t", data)
+    tx = Transaction(client, "t", "across-restart")
+    in_tx = batch(range(100, 110), tag="tx")
+    tx.write(in_tx)
+
+    cluster.restart_server("a")  # memory lost, WAL kept
+
+    retry = client.write("t", unflushed[-1], sequence=last.sequence)  # a lost ack, retried
+    assert (retry.rows, retry.duplicate_rows) == (0, unflushed[-1].num_rows)
+    after = batch(range(110, 140))
+    client.write("t", after)
+    tx.commit()
+    everything = [flushed, *unflushed, in_tx, after]
+    assert rows(client.read("t"), COLUMNS) == expected(*everything)
+    assert rows(client.read("t", "committed"), COLUMNS) == expected(*everything)
+    stored = held(cluster)  # nothing twice: not the flushed rows, not the retried write
+    assert stored.num_rows == key_count(stored) == 90
+
+    client.flush("t")
+    assert rows(HudiTable.open(path).read(), COLUMNS) == expected(*everything)
+    for server_id in list(cluster.servers):
+        cluster.restart_server(server_id)
+    assert client.flush("t") == []  # flushed blocks are not recovered as unflushed
+    assert held(cluster).num_rows == 0
+    assert rows(client.read("t"), COLUMNS) == expected(*everything)
+
+
+def test_restart_master_keeps_catalog_transactions_and_the_timeline(
+    cluster: InProcessCluster, client: Client
+) -> None:
+    create(client)
+    create(client, "q", partition_fields=None, buckets=2)
+    base, done_rows = batch(range(20)), batch(range(5), ts=2, tag="done")
+    client.write("t", base)
+    client.flush("t")
+    done = Transaction(client, "t", "done")
+    done.write(done_rows)
+    done.commit()
+    pending = Transaction(client, "t", "pending")
+    pending_rows = batch(range(20, 25), tag="pending")
+    pending.write(pending_rows)
+    tables = {name: client.describe(name) for name in ("t", "q")}
+    snapshot, commit = cluster.master.txn_snapshot(), cluster.master.latest_commit("t")
+
+    cluster.restart_master()
+    client = Client(cluster.master, lambda server_id, _location: cluster.servers[server_id],
+                    producer_id=client.producer_id)  # the same writer, reconnected
+
+    assert client.list_tables() == ["q", "t"]
+    for name, before in tables.items():
+        after = client.describe(name)
+        assert {k: v for k, v in after.items() if k not in PLACEMENT} == {
+            k: v for k, v in before.items() if k not in PLACEMENT
+        }
+        assert sorted(after["routing"]) == sorted(before["routing"])  # every bucket placed
+    assert cluster.master.txn_snapshot() == snapshot
+    assert cluster.master.latest_commit("t") == commit
+    again = Transaction(client, "t", "pending")  # the writer retries its micro-batch
+    assert (again.txn_id, again.state) == (pending.txn_id, "open")
+    assert Transaction(client, "t", "done").state == "committed"
+    assert rows(client.read("t", "committed"), COLUMNS) == expected(base, done_rows)
+    assert rows(client.read("t"), COLUMNS) == expected(base, done_rows, pending_rows)
+    again.commit()
+    want = expected(base, done_rows, pending_rows)
+    assert rows(client.read("t", "committed"), COLUMNS) == want
+    instants = client.flush("t")
+    assert instants and min(instants) > commit  # the new master continues the timeline
+    assert rows(HudiTable.open(tables["t"]["path"]).read(), COLUMNS) == want
+
+
+PLACEMENT = ("routing", "servers", "epoch")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: a restarted master re-places every table as soon as the first table server "
+    "re-registers; the servers that have not re-registered yet count as gone, so all their "
+    "buckets move to the first one (which recovers their open WAL files) while they still "
+    "serve them: placement is lost and buckets end up with two owners",
+)
+def test_restart_master_keeps_the_placement(cluster: InProcessCluster, client: Client) -> None:
+    create(client)
+    client.write("t", batch(range(20)))
+    routing = client.describe("t")["routing"]
+    assert len(set(routing.values())) == 3
+    cluster.restart_master()
+    owners = {b: [s for s, server in cluster.servers.items() if int(b) in server.owned("t")]
+              for b in routing}
+    assert owners == {b: [s] for b, s in routing.items()}  # one owner per bucket, as before
+    assert cluster.client().describe("t")["routing"] == routing
+
+
+# == WAL retention ========================================================================
+
+
+def test_wal_retention_deletes_only_flushed_blocks_wal_files(tmp_path) -> None:
+    cluster = InProcessCluster(str(tmp_path))
+    try:
+        server = add_server(cluster, "a", WalConfig(retention=timedelta(0)))
+        client = cluster.client()
+        create(client)
+        flushed = batch(range(40))
+        client.write("t", flushed)
+        client.flush("t")
+        first_blocks = wal_blocks(cluster)
+        in_tx, auto = batch(range(40, 50), tag="tx"), batch(range(50, 60))
+        tx = Transaction(client, "t", "open")
+        tx.write(in_tx)
+        client.flush("t")  # seals the open transaction's blocks; they cannot flush
+        client.write("t", auto)  # sealed or open blocks behind them: unflushed too
+        unflushed = wal_blocks(cluster) - first_blocks
+        assert unflushed and {b for _, _, b in first_blocks} == {1}
+
+        assert server.delete_expired_wals() == len(first_blocks)
+        assert wal_blocks(cluster) == unflushed  # every unflushed block keeps its WAL
+        assert server.delete_expired_wals() == 0
+        assert rows(client.read("t"), COLUMNS) == expected(flushed, in_tx, auto)
+        cluster.restart_server("a")  # recovery needs only the WAL files that are left
+        assert rows(client.read("t"), COLUMNS) == expected(flushed, in_tx, auto)
+        assert rows(client.read("t", "committed"), COLUMNS) == expected(flushed, auto)
+    finally:
+        cluster.close()
+
+
+def test_wal_files_are_kept_for_the_retention_period(cluster: InProcessCluster, client: Client) -> None:
+    create(client)
+    client.write("t", batch(range(40)))
+    client.flush("t")
+    files = wal_blocks(cluster)
+    assert sum(s.delete_expired_wals() for s in cluster.servers.values()) == 0  # default: 7 days
+    assert wal_blocks(cluster) == files
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: a restarted table server recovers the blocks its predecessor left open without "
+    "sealing their WAL files; once flushed, retention treats them as unsealed ('reported "
+    "flushed but the WAL is not sealed; kept') and never deletes them",
+)
+def test_wal_retention_deletes_flushed_blocks_recovered_after_a_restart(tmp_path) -> None:
+    cluster = InProcessCluster(str(tmp_path))
+    try:
+        add_server(cluster, "a", WalConfig(retention=timedelta(0)))
+        client = cluster.client()
+        create(client)
+        client.write("t", batch(range(40)))
+        cluster.servers.pop("a").close()  # dies with its blocks open
+        server = add_server(cluster, "a", WalConfig(retention=timedelta(0)))
+        assert client.flush("t")
+        recovered = wal_blocks(cluster)
+        assert server.delete_expired_wals() == len(recovered)
+        assert wal_blocks(cluster) == set()
+    finally:
+        cluster.close()
+
+
+# == status ===============================================================================
+
+
+def test_status_reports_servers_memory_blocks_and_lag(cluster: InProcessCluster, client: Client) -> None:
+    create(client)
+    client.write("t", batch(range(30)))
+    tx = Transaction(client, "t", "open")
+    tx.write(batch(range(30, 40)))
+    heartbeat(cluster)
+    status = client.status()
+    assert set(status["servers"]) == {"a", "b", "c"}
+    for server_id, server in cluster.servers.items():
+        reported = status["servers"][server_id]
+        assert reported["memory_used"] == server.memory.used > 0
+        assert reported["memory_budget"] == cluster.config.memory_budget
+        assert reported["tables"]["t"]["blocks"] == reported["tables"]["t"]["unflushed_blocks"] > 0
+    table = status["tables"]["t"]
+    assert table["buckets"] == BUCKETS and table["latest_commit"] is None
+    assert table["unflushed_rows"] == 40 and table["lag_s"] > 0
+    assert status["open_transactions"] == [tx.txn_id]
+
+    tx.commit()
+    instants = client.flush("t")
+    heartbeat(cluster)
+    status = client.status()
+    table = status["tables"]["t"]
+    assert (table["unflushed_rows"], table["lag_s"], table["latest_commit"]) == (0, 0.0, max(instants))
+    assert status["open_transactions"] == []
+    assert all(s["tables"]["t"]["unflushed_blocks"] == 0 for s in status["servers"].values())

@@ -1,0 +1,64 @@
+"""A master and table servers served over Arrow Flight in this process, wired as
+:mod:`memtier.cluster` wires them but without Ray: every call between client, master and
+table servers crosses a real RPC connection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memtier.client import Client
+from memtier.config import TableServerConfig
+from memtier.io import join
+from memtier.master.master import Master
+from memtier.master.service import MasterProxy, MasterService
+from memtier.rpc import RpcServer
+from memtier.tableserver.server import TableServer
+from memtier.tableserver.service import TableServerProxy, TableServerService
+
+
+@dataclass
+class RpcCluster:
+    root: str
+    config: TableServerConfig = field(default_factory=TableServerConfig)
+    host: str = "127.0.0.1"
+    token: str | None = None
+    servers: dict[str, TableServer] = field(default_factory=dict)
+    endpoints: dict[str, RpcServer] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.master = Master(
+            self.root, connect=lambda _server_id, location: TableServerProxy(location, token=self.token)
+        )
+        self.master_endpoint = RpcServer(
+            MasterService(self.master), host=self.host, token=self.token
+        ).start()
+
+    @property
+    def address(self) -> str:
+        return self.master_endpoint.location
+
+    @property
+    def wal_root(self) -> str:
+        return join(self.root, "_memtier", "wal")
+
+    def add_server(self, server_id: str) -> TableServer:
+        link = MasterProxy(self.address, token=self.token)
+        server = TableServer(server_id, link, self.wal_root, config=self.config)
+        endpoint = RpcServer(TableServerService(server), host=self.host, token=self.token).start()
+        self.servers[server_id], self.endpoints[server_id] = server, endpoint
+        link.register_server(server_id, endpoint.location, self.config.memory_budget)
+        return server
+
+    def client(self) -> Client:
+        """A client over RPC, carrying the cluster's token."""
+        return Client(
+            MasterProxy(self.address, token=self.token),
+            lambda _server_id, location: TableServerProxy(location, token=self.token),
+        )
+
+    def close(self) -> None:
+        for endpoint in self.endpoints.values():
+            endpoint.stop()
+        self.master_endpoint.stop()
+        for server in self.servers.values():
+            server.close()
