@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from memtier.errors import (
+    BatchTooLargeError,
     InvalidArgumentError,
     NotOwnerError,
     RpcError,
@@ -34,7 +35,7 @@ from memtier.hudi.filters import Filter
 from memtier.hudi.keys import KeyColumns
 from memtier.hudi.merge import LogEntry
 from memtier.hudi.reader import read_columns, read_table
-from memtier.hudi.schema import to_table
+from memtier.hudi.schema import check_ordering_not_null, conform, to_table
 from memtier.hudi.slicereader import conform_columns
 from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
 from memtier.io import open_fileio
@@ -95,9 +96,11 @@ class _Routing:
     name: str
     schema: pa.Schema
     record_key: tuple[str, ...]
+    ordering_field: str | None
     buckets: int
     routing: Mapping[int, str]  # bucket -> server id
     servers: Mapping[str, str]  # server id -> location
+    max_batch_rows: int | None
 
     @classmethod
     def of(cls, description: Mapping[str, Any]) -> _Routing:
@@ -105,9 +108,11 @@ class _Routing:
             description["name"],
             pa.ipc.read_schema(pa.py_buffer(description["schema"])),
             tuple(description["record_key"]),
+            description.get("ordering_field"),
             int(description["buckets"] or 0),
             {int(b): s for b, s in description["routing"].items()},
             dict(description["servers"]),
+            description.get("max_batch_rows"),
         )
 
     def location(self, server_id: str) -> str:
@@ -137,8 +142,8 @@ class Client:
         self.master = master
         self._server_factory = server
         self._servers: dict[str, ServerAPI] = {}
-        self.producer_id = producer_id or uuid.uuid4().bytes
-        self._seq = itertools.count(1)
+        self.producer_id = producer_id or uuid.uuid4().bytes  # names this client's transactions
+        self._producers = threading.local()
         self._routes: dict[str, _Routing] = {}
         self._metas: dict[str, TableMeta] = {}
         self._lock = threading.Lock()
@@ -205,10 +210,21 @@ class Client:
             return handle
 
     def _split(self, route: _Routing, table: pa.Table) -> dict[str, pa.Table]:
-        """The batch's rows per table server (the whole batch when one server owns all)."""
+        """The batch's rows per table server (the whole batch when one server owns all).
+
+        A batch going to several servers is checked whole first, as one server checks
+        its batch: a rejected batch must leave no rows on any server.
+        """
         owners = set(route.routing.values())
         if len(owners) == 1:
             return {owners.pop(): table}
+        if route.max_batch_rows is not None and table.num_rows > route.max_batch_rows:
+            raise BatchTooLargeError(
+                f"a batch of {table.num_rows} rows exceeds tableserver.max-batch-rows "
+                f"({route.max_batch_rows}); split it"
+            )
+        table = conform(table, route.schema)
+        check_ordering_not_null(table, route.ordering_field)
         buckets = KeyColumns.of(table, route.record_key).bucket_ids(route.buckets)
         servers = np.array([route.routing.get(b, "") for b in range(route.buckets)], dtype=object)
         per_row = servers[buckets]
@@ -223,12 +239,15 @@ class Client:
         Outside a transaction the rows are committed when acknowledged. A write retried
         here (a table server moved or restarted) reuses its producer sequence number, so
         rows a server already holds are dropped rather than applied twice; pass
-        ``sequence`` (a previous write's ``WriteResult.sequence``) to retry a write whose
-        acknowledgement was lost.
+        ``sequence`` (a previous write's ``WriteResult.sequence``, from the same thread:
+        each thread writes as its own producer) to retry a write whose acknowledgement
+        was lost.
         """
         table = to_table(data)
         started = time.perf_counter()
-        seq = next(self._seq) if sequence is None else sequence
+        producer = self._producer()
+        producer_id = producer.id  # the sends run on other threads: pass plain values
+        seq = next(producer.sequence) if sequence is None else sequence
         acks: list[WriteAck] = []
         pending = table
         deadline = time.monotonic() + RETRY_SECONDS
@@ -242,7 +261,7 @@ class Client:
             def send(item: tuple[str, pa.Table], route: _Routing = route) -> WriteAck:
                 server_id, piece = item
                 handle = self._server(server_id, route.location(server_id))
-                return handle.write(name, piece, txn_id=txn_id, producer_id=self.producer_id, producer_seq=seq)
+                return handle.write(name, piece, txn_id=txn_id, producer_id=producer_id, producer_seq=seq)
 
             items = list(pieces.items())
             results = [self._attempt(send, item) for item in items] if len(items) == 1 else list(
@@ -267,6 +286,16 @@ class Client:
                 )
             time.sleep(min(0.02 * 2**attempt, 0.5))
         raise AssertionError("unreachable")
+
+    def _producer(self) -> Any:
+        """This thread's producer: its own id and sequence, so the servers see each
+        producer's writes in order (a retry is dropped by "at or below the highest
+        sequence seen"; two threads sharing one sequence would race past each other)."""
+        producer = self._producers
+        if not hasattr(producer, "id"):
+            producer.id = uuid.uuid4().bytes
+            producer.sequence = itertools.count(1)
+        return producer
 
     @staticmethod
     def _attempt(send: Callable[[Any], WriteAck], item: Any) -> WriteAck | Exception:

@@ -116,7 +116,10 @@ class TableServerShell:
         self._loop = _Periodic("memtier-ts-loop", config.heartbeat_interval.total_seconds(), self._tick)
 
     def _register(self) -> None:
-        self._master.register_server(self.server_id, self.rpc.location, self.server.config.memory_budget)
+        config = self.server.config
+        self._master.register_server(
+            self.server_id, self.rpc.location, config.memory_budget, config.max_batch_rows
+        )
 
     def _tick(self) -> None:
         reply = self._master.heartbeat(self.server_id, self.server.status(), self.server.bucket_memory())

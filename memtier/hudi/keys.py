@@ -316,12 +316,12 @@ def partition_paths(
             column = column.dictionary_decode()
         encoded = pc.dictionary_encode(column, null_encoding="encode")
         strings = _partition_strings(name, encoded.dictionary)
-        bad = [i for i, s in enumerate(strings) if "/" in s]
+        bad = [i for i, s in enumerate(strings) if "/" in s or s in (".", "..")]
         if bad:
             row = _first(pc.equal(encoded.indices, bad[0]))
             raise InvalidRowError(
                 f"partition column {name!r} holds {strings[bad[0]]!r} in row {row}: "
-                "a partition value must not contain '/'"
+                "a partition value must not contain '/' nor be '.' or '..' (it names a folder)"
             )
         segments.append([f"{name}={s}" if hive_style else s for s in strings])
         codes = codes * len(strings) + encoded.indices.to_numpy(zero_copy_only=False)

@@ -27,10 +27,6 @@ class ServerLoad:
         return self.memory_used / self.memory_budget if self.memory_budget else 0.0
 
 
-def _score(load: ServerLoad, assigned: int) -> tuple[float, int, str]:
-    return (load.fraction, assigned, load.server_id)
-
-
 def place(
     table: str,
     buckets: int,
@@ -39,20 +35,31 @@ def place(
     counts: Mapping[str, int],
 ) -> dict[int, str]:
     """The table's placement: buckets on live servers keep them; the others (new, or on
-    a server that is gone) go one by one to the least loaded live server, by memory
-    fraction and then by how many buckets (of all tables, ``counts``) it already has."""
+    a server that is gone) go one by one to the live server with the lowest projected
+    memory fraction (its memory plus, per bucket placed here, the cluster's average
+    bytes per bucket), then the fewest buckets (of all tables, ``counts``)."""
     if not servers:
         return dict(current)
     assigned = {s: counts.get(s, 0) for s in servers}
+    held = sum(load.memory_used for load in servers.values())
+    per_bucket = held / max(1, sum(assigned.values()))
+    added = dict.fromkeys(servers, 0)
+
+    def score(load: ServerLoad) -> tuple[float, int, str]:
+        projected = load.memory_used + per_bucket * added[load.server_id]
+        fraction = projected / load.memory_budget if load.memory_budget else 0.0
+        return (fraction, assigned[load.server_id], load.server_id)
+
     placement: dict[int, str] = {}
     for bucket in range(buckets):
         owner = current.get(bucket)
         if owner in servers:
             placement[bucket] = owner
             continue
-        best = min(servers.values(), key=lambda load: _score(load, assigned[load.server_id]))
+        best = min(servers.values(), key=score)
         placement[bucket] = best.server_id
         assigned[best.server_id] += 1
+        added[best.server_id] += 1
     return placement
 
 

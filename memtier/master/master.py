@@ -76,6 +76,10 @@ class ServerHandle(Protocol):
 
     def release(self, table: str, buckets: Sequence[int]) -> None: ...
 
+    def fence_txn(self, txn_id: int) -> None:
+        """Refuse further writes of a transaction that is being resolved."""
+        ...
+
 
 @dataclass
 class _Server:
@@ -84,6 +88,7 @@ class _Server:
     handle: ServerHandle
     memory_budget: int
     last_heartbeat: float
+    max_batch_rows: int | None = None
     status: Mapping[str, Any] = field(default_factory=dict)
     bucket_memory: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
@@ -115,6 +120,7 @@ class Master:
         self._clock = clock
         self._lock = threading.RLock()
         self._placement_lock = threading.Lock()  # one placement change at a time
+        self._started = clock()
         self._state = self._store.load()
         self._servers: dict[str, _Server] = {}
         self._metas: dict[str, TableMeta] = {}
@@ -241,6 +247,8 @@ class Master:
             entry = self._entry(name)
             routing = dict(self._state.assignments.get(name, {}))
             servers = {s: self._servers[s].location for s in set(routing.values()) if s in self._servers}
+            limits = [self._servers[s].max_batch_rows for s in servers]
+            max_batch_rows = min((n for n in limits if n is not None), default=None)
             epoch = self._state.epoch
         meta = self._meta(name)
         config = meta.config
@@ -256,17 +264,20 @@ class Master:
             "table_type": config.table_type,
             "routing": {str(b): s for b, s in sorted(routing.items())},
             "servers": servers,
+            "max_batch_rows": max_batch_rows,
             "epoch": epoch,
         }
 
     # == table servers ===================================================================
-    def register_server(self, server_id: str, location: str, memory_budget: int) -> None:
+    def register_server(
+        self, server_id: str, location: str, memory_budget: int, max_batch_rows: int | None = None
+    ) -> None:
         """A table server (new, or restarted with nothing in memory) joins: it gets back
         the buckets it owned (recovering them from the WAL) and takes unplaced ones."""
         handle = self._connect(server_id, location)
         with self._lock:
             self._servers[server_id] = _Server(
-                server_id, location, handle, memory_budget, self._clock()
+                server_id, location, handle, memory_budget, self._clock(), max_batch_rows
             )
             tables = list(self._state.tables)
             owned = {t: sorted(b for b, s in self._state.assignments.get(t, {}).items() if s == server_id)
@@ -289,9 +300,14 @@ class Master:
                 server.bucket_memory = dict(bucket_memory)
             return {"registered": True, "epoch": self._state.epoch}
 
+    def _in_grace(self) -> bool:
+        """Just after a (re)start, owners that have not re-registered yet keep their buckets."""
+        return self._clock() - self._started < self._heartbeat_timeout
+
     def check_servers(self) -> list[str]:
-        """Declare servers silent for too long dead and move their buckets to the others,
-        which recover them from the WAL; the servers declared dead."""
+        """Declare servers silent for too long dead (and, a heartbeat timeout after a
+        master restart, owners that never came back) and move their buckets to the
+        others, which recover them from the WAL; the servers declared dead."""
         now = self._clock()
         with self._lock:
             dead = [s for s, info in self._servers.items()
@@ -300,9 +316,10 @@ class Master:
                 log.warning("table server %s missed heartbeats for %.1fs: moving its buckets",
                             server_id, now - self._servers[server_id].last_heartbeat)
                 del self._servers[server_id]
-            tables = list(self._state.tables)
-        if dead:
-            for table in tables:
+            orphaned = [t for t, buckets in self._state.assignments.items()
+                        if any(s not in self._servers for s in buckets.values())]
+        if dead or (orphaned and not self._in_grace()):
+            for table in orphaned:
                 self._place(table)
         return dead
 
@@ -347,6 +364,10 @@ class Master:
                 for server_id in buckets.values():
                     counts[server_id] = counts.get(server_id, 0) + 1
             placement = place(table, bucket_count, current, loads, counts)
+            if self._in_grace():
+                for bucket, owner in current.items():
+                    if owner not in loads:  # not re-registered yet: it keeps its buckets
+                        placement[bucket] = owner
             handles = {s: info.handle for s, info in self._servers.items()}
         moved: dict[str, list[int]] = {}
         for bucket, server_id in placement.items():
@@ -375,14 +396,32 @@ class Master:
             return {"txn_id": txn.txn_id, "state": OPEN}
 
     def _end_txn(self, txn_id: int, outcome: str) -> str:
-        with self._lock:
+        """Resolve a transaction: first every table server refuses further writes of it
+        (so no late row joins it), then the outcome is made durable."""
+
+        def check() -> Txn | None:
             txn = self._state.txns.get(txn_id)
             if txn is None:
                 raise TransactionError(f"transaction {txn_id} is unknown (never begun, or long resolved)")
             if txn.state == outcome:
-                return outcome  # a retried commit/abort
+                return None  # a retried commit/abort
             if txn.state != OPEN:
                 raise TransactionError(f"transaction {txn_id} is already {txn.state}")
+            return txn
+
+        with self._lock:
+            if check() is None:
+                return outcome
+            handles = [info.handle for info in self._servers.values()]
+        for handle in handles:
+            try:
+                handle.fence_txn(txn_id)
+            except Exception:  # an unreachable server refreshes its view when it is back
+                log.warning("could not fence transaction %d on a table server", txn_id, exc_info=True)
+        with self._lock:
+            txn = check()
+            if txn is None:
+                return outcome
             ended = Txn(txn.txn_id, txn.table, txn.writer, txn.batch, outcome, txn.began_ms, self._now_ms())
             self._save(self._state.with_txn(ended))
             return outcome

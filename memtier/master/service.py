@@ -45,9 +45,9 @@ class MasterService:
             "list_tables": lambda r: {"tables": m.list_tables()},
             "describe_table": lambda r: m.describe_table(r["name"]),
             "table_location": lambda r: vars(m.table_location(r["table"])),
-            "register_server": lambda r: _none(
-                m.register_server(r["server_id"], r["location"], r["memory_budget"])
-            ),
+            "register_server": lambda r: _none(m.register_server(
+                r["server_id"], r["location"], r["memory_budget"], r.get("max_batch_rows")
+            )),
             "heartbeat": lambda r: m.heartbeat(
                 r["server_id"], r["status"],
                 {(t, int(b)): int(n) for t, b, n in r.get("bucket_memory", [])},
@@ -126,8 +126,11 @@ class MasterProxy:
         return TableLocation(**self._call("table_location", table=table))
 
     # table servers
-    def register_server(self, server_id: str, location: str, memory_budget: int) -> None:
-        self._call("register_server", server_id=server_id, location=location, memory_budget=memory_budget)
+    def register_server(
+        self, server_id: str, location: str, memory_budget: int, max_batch_rows: int | None = None
+    ) -> None:
+        self._call("register_server", server_id=server_id, location=location,
+                   memory_budget=memory_budget, max_batch_rows=max_batch_rows)
 
     def heartbeat(self, server_id: str, status: Mapping[str, Any],
                   bucket_memory: Mapping[tuple[str, int], int] | None = None) -> dict[str, Any]:

@@ -181,13 +181,19 @@ class MasterState:
             raise UnknownFormatVersionError(
                 f"{path}: master state version {body.get('version')!r}; this build reads {VERSION}"
             )
-        tables = {t["name"]: TableEntry(**t) for t in body["tables"]}
-        txns = {t["txn_id"]: Txn(**t) for t in body["txns"]}
-        assignments = {
-            table: _frozen({int(b): s for b, s in buckets.items()})
-            for table, buckets in body["assignments"].items()
-        }
-        return cls(_frozen(tables), body["next_txn"], _frozen(txns), _frozen(assignments), body["epoch"])
+        try:
+            tables = {t["name"]: TableEntry(**t) for t in body["tables"]}
+            txns = {t["txn_id"]: Txn(**t) for t in body["txns"]}
+            assignments = {
+                table: _frozen({int(b): s for b, s in buckets.items()})
+                for table, buckets in body["assignments"].items()
+            }
+            return cls(
+                _frozen(tables), int(body["next_txn"]), _frozen(txns), _frozen(assignments),
+                int(body["epoch"]),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise CorruptFileError(path, 0, f"master state is missing or mangles a field: {e!r}") from e
 
 
 class MasterStore:

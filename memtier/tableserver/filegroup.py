@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from memtier.io import FileIO, join
 from memtier.tableserver.block import Block, Frame
-from memtier.wal import GroupCommitter, WalFileName, WalHeader, recover
+from memtier.wal import GroupCommitter, WalFileName, WalHeader, WalWriter, recover
 from memtier.wal.storage import WalEntry
 
 __all__ = ["FileGroup", "FileGroupKey"]
@@ -55,11 +55,14 @@ class FileGroup:
 
     # -- recovery ---------------------------------------------------------------------
     def recover(self, entries: list[WalEntry], flushed_through: int) -> list[Block]:
-        """Rebuild from this file group's WAL files (torn tails cut): blocks up to block
-        ``flushed_through`` are already in the Hudi table; returns the unflushed ones."""
+        """Rebuild from this file group's WAL files (torn tails cut, unsealed ones sealed):
+        blocks up to block ``flushed_through`` are already in the Hudi table; returns the
+        unflushed ones."""
         unflushed = []
         for entry in sorted(entries, key=lambda e: e.name.block_id):
             recovered = recover(self._fileio, entry.path, schema=self.schema)
+            if not recovered.contents.sealed:  # its writer is gone: close the block on disk too
+                WalWriter.resume(self._fileio, recovered.contents, self._committer).seal()
             block = Block.recovered(self._fileio, recovered.contents)
             for producer, seq in recovered.producer_seqs.items():
                 self.high_water[producer] = max(self.high_water.get(producer, -1), seq)
@@ -113,13 +116,18 @@ class FileGroup:
         if self.blocks and not self.blocks[-1].sealed:
             self.blocks[-1].seal()
 
-    def forget_flushed(self, older_than: float) -> None:
+    def forget_flushed(self, older_than: float) -> int:
         """Drop blocks flushed before monotonic time ``older_than`` (readers planned
-        before their flush are done by then); their WAL files remain for retention."""
-        self.blocks = [
-            b for b in self.blocks
-            if b.flushed_instant is None or b.flushed_at is None or b.flushed_at >= older_than
-        ]
+        before their flush are done by then); their WAL files remain for retention.
+        Returns the memory they held."""
+        keep, freed = [], 0
+        for block in self.blocks:
+            if block.flushed_at is not None and block.flushed_at < older_than:
+                freed += block.evict()
+            else:
+                keep.append(block)
+        self.blocks = keep
+        return freed
 
     @property
     def memory(self) -> int:

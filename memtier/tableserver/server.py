@@ -31,6 +31,7 @@ from memtier.errors import (
 from memtier.hudi.filegroup import FileGroupChange
 from memtier.hudi.filenames import bucket_file_id, bucket_or_none
 from memtier.hudi.fsview import FileSystemView
+from memtier.hudi.keys import KeyColumns
 from memtier.hudi.routing import all_unique, keep_latest, locate
 from memtier.hudi.schema import check_ordering_not_null, conform, to_table
 from memtier.hudi.tablemeta import TableMeta
@@ -127,6 +128,7 @@ class TableServer:
         self._last_retention = time.monotonic()
         self._retention = (wal_config or WalConfig()).retention
         self._closed = False
+        self._fenced: set[int] = set()  # transactions being resolved: their writes are refused
 
     # == ownership =======================================================================
     def acquire(self, table: str, buckets: Iterable[int]) -> None:
@@ -235,21 +237,21 @@ class TableServer:
             return WriteAck(0, 0, 0, 0)
         self._check_txn(txn_id)
         meta = t.meta
-        logical = conform(batch, meta.schema)
+        logical = _conformed(batch, meta.schema)
         check_ordering_not_null(logical, meta.config.ordering_field)
-        physical = conform(logical, meta.physical)
-        located = locate(meta, physical, integer_keys=False)
-        foreign = sorted({b for _, b, _ in located.groups} - t.owned)
+        physical = _conformed(logical, meta.physical)
+        groups = _file_group_rows(meta, physical)
+        foreign = sorted({b for _, b, _ in groups} - t.owned)
         if foreign:
             raise NotOwnerError(
                 f"buckets {foreign} of table {table!r} are not on table server {self.server_id}; "
                 "refresh the routing and retry"
             )
         pieces = []
-        for partition, bucket, rows in located.groups:
+        for partition, bucket, rows in groups:
             key = FileGroupKey(partition, t.file_ids.get((partition, bucket)) or bucket_file_id(bucket))
-            piece = physical.take(pa.array(rows)).combine_chunks().to_batches()
-            pieces.append((key, piece[0] if piece else meta.physical.empty_table().to_batches()[0]))
+            piece = physical if rows is None else physical.take(pa.array(rows))
+            pieces.append((key, piece.combine_chunks().to_batches()[0]))
         evicted = self._make_room(sum(p.nbytes for _, p in pieces))
 
         def append(item: tuple[FileGroupKey, pa.RecordBatch]) -> int:
@@ -276,12 +278,23 @@ class TableServer:
         self.memory.add(added)
         return frame.batch.num_rows
 
+    def fence_txn(self, txn_id: int) -> None:
+        """The master is resolving ``txn_id``: refuse its writes from now on."""
+        with self._lock:
+            self._fenced.add(txn_id)
+
     def _check_txn(self, txn_id: int) -> None:
         if txn_id == AUTOCOMMIT:
             return
-        if txn_id >= self._snapshot.next_txn or txn_id not in self._snapshot.open:
-            self._snapshot = self._master.txn_snapshot()  # it may have begun since
+        fenced = txn_id in self._fenced
+        if fenced or txn_id >= self._snapshot.next_txn or txn_id not in self._snapshot.open:
+            self._snapshot = self._master.txn_snapshot()  # it may have begun (or ended) since
         snapshot = self._snapshot
+        if fenced:
+            with self._lock:
+                self._fenced -= {t for t in self._fenced if snapshot.resolved(t)}
+        if fenced and txn_id in snapshot.open:
+            raise TransactionError(f"transaction {txn_id} is being committed or aborted; it takes no more writes")
         if txn_id >= snapshot.next_txn:
             raise TransactionError(f"transaction {txn_id} was never begun at the master")
         if txn_id not in snapshot.open:
@@ -295,16 +308,30 @@ class TableServer:
         return [(t, g, b) for t in tables for g in list(t.groups.values()) for b in list(g.blocks)]
 
     def _make_room(self, incoming: int) -> int:
-        """Evict sealed blocks until ``incoming`` bytes fit the budget (flushed blocks
-        first, then the oldest unflushed: their rows stay in the WAL); bytes freed."""
+        """Free memory until ``incoming`` bytes fit the budget; the bytes freed.
+
+        Sealed blocks go first (flushed ones, then the oldest unflushed: their rows stay
+        in the WAL and are read back when needed); only when those do not suffice are
+        the largest open blocks sealed and evicted too.
+        """
         need = self.memory.over(incoming)
         if need <= 0:
             return 0
-        candidates = [b for _, _, b in self._blocks() if b.resident and b.memory]
-        for _, group, block in self._blocks():
-            if need > 0 and not block.sealed and block.memory and group.blocks[-1] is block:
-                with group.lock:
-                    block.seal()  # the open block too, when sealed ones do not suffice
+        freed = self._evict_sealed(need)
+        if freed >= need:
+            return freed
+        open_blocks = [(g, b) for _, g, b in self._blocks() if not b.sealed and b.memory]
+        for group, block in sorted(open_blocks, key=lambda gb: -gb[1].memory):
+            if freed >= need:
+                break
+            with group.lock:
+                block.seal()
+            released = block.evict()
+            self.memory.release(released)
+            freed += released
+        return freed
+
+    def _evict_sealed(self, need: int) -> int:
         candidates = [b for _, _, b in self._blocks() if b.resident and b.memory and b.sealed]
         candidates.sort(key=lambda b: (b.flushed_instant is None, b.created))
         freed = 0
@@ -383,8 +410,8 @@ class TableServer:
         if due or self.memory.pressure() > 0.7:
             self._last_flush = now
             instants = self.flush()
-        for _, group, _ in self._blocks():
-            group.forget_flushed(now - _FLUSHED_GRACE_S)
+        for group in {id(g): g for _, g, _ in self._blocks()}.values():
+            self.memory.release(group.forget_flushed(now - _FLUSHED_GRACE_S))
         if now - self._last_retention >= _RETENTION_EVERY_S:
             self._last_retention = now
             self.delete_expired_wals()
@@ -551,6 +578,21 @@ class TableServer:
             block.close()
         self._appenders.shutdown(wait=True)
         self._committer.close()
+
+
+def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``schema`` (as :func:`conform`); as is when it has it already."""
+    return table if table.schema.equals(schema, check_metadata=True) else conform(table, schema)
+
+
+def _file_group_rows(meta: TableMeta, table: pa.Table) -> tuple[tuple[str, int, np.ndarray | None], ...]:
+    """(partition, bucket, row indices) of each file group ``table`` touches; None for
+    the indices when one file group takes every row in order (one bucket, no partitions:
+    no key hashing, no copy). Bad record keys are refused either way."""
+    if meta.config.buckets == 1 and not meta.config.partition_fields:
+        KeyColumns.of(table, meta.config.record_key_fields)
+        return (("", 0, None),)
+    return locate(meta, table, integer_keys=False).groups
 
 
 def _repeated(runs: list[tuple[str, int]]) -> pa.DictionaryArray:

@@ -29,6 +29,7 @@ class TableServerService:
             "flush": lambda r: {"instants": s.flush(r.get("table"), seal=r.get("seal", False))},
             "status": lambda r: s.status(),
             "evict": lambda r: {"freed": s.evict()},
+            "fence_txn": lambda r: _none(s.fence_txn(r["txn_id"])),
             "ping": lambda r: {"server_id": s.server_id},
         }
 
@@ -95,6 +96,9 @@ class TableServerProxy:
 
     def evict(self) -> int:
         return self._rpc.call("evict", {})["freed"]
+
+    def fence_txn(self, txn_id: int) -> None:
+        self._rpc.call("fence_txn", {"txn_id": txn_id})
 
     def ping(self) -> str:
         return self._rpc.call("ping", {})["server_id"]

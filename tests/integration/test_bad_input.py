@@ -178,12 +178,6 @@ def test_a_batch_larger_than_the_limit(cluster, client: Client) -> None:
     client.write("t", batch(ids[:LIMIT]))  # the limit itself is fine
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the client splits a batch per table server and sends the pieces in parallel; "
-    "each server validates only its piece, so a batch rejected by one server is still "
-    "applied (WAL + memory, visible in read(latest)) on the others",
-)
 @pytest.mark.parametrize("bad", ["null-ordering", "uncastable-value", "piece-over-limit"])
 def test_a_batch_rejected_by_one_server_is_applied_on_none(cluster, client: Client, bad: str) -> None:
     good, other = ids_on(client, "a", 5), ids_on(client, "b", 1)
@@ -221,12 +215,6 @@ def test_write_to_a_resolved_transaction(cluster, client: Client, outcome: str) 
         client.write("t", batch([1, 2, 3, 4, 5, 6]), txn_id=txn_id)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: TableServer._check_txn trusts its cached TxnSnapshot while the id is in its "
-    "'open' set, so after the master commits (or aborts) the transaction, servers that saw "
-    "it open keep accepting writes to it: late rows join a committed transaction",
-)
 def test_write_to_a_transaction_committed_after_the_servers_saw_it_open(cluster, client: Client) -> None:
     txn_id = client.master.begin_txn("t", "other-writer", "batch-1")["txn_id"]
     client.write("t", batch([1, 2, 3, 4, 5, 6]), txn_id=txn_id)  # every server sees it open

@@ -35,7 +35,9 @@ class InProcessCluster:
         self.generations[server_id] = self.generations.get(server_id, -1) + 1
         server = TableServer(server_id, self.master, self.wal_root, config=self.config)
         self.servers[server_id] = server
-        self.master.register_server(server_id, self._location(server_id), self.config.memory_budget)
+        self.master.register_server(
+            server_id, self._location(server_id), self.config.memory_budget, self.config.max_batch_rows
+        )
         return server
 
     def restart_server(self, server_id: str) -> TableServer:
@@ -47,7 +49,9 @@ class InProcessCluster:
         self.master = Master(self.root, connect=lambda server_id, _location: self.servers[server_id])
         for server_id, server in self.servers.items():
             server._master = self.master  # the servers reconnect to the new master
-            self.master.register_server(server_id, self._location(server_id), self.config.memory_budget)
+            self.master.register_server(
+                server_id, self._location(server_id), self.config.memory_budget, self.config.max_batch_rows
+            )
         return self.master
 
     def client(self) -> Client:

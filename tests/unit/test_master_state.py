@@ -116,11 +116,6 @@ def test_a_corrupt_file_is_refused_naming_the_path(data: bytes) -> None:
     assert raised.value.path == PATH and PATH in str(raised.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a state file with the right format and version but a missing or malformed "
-    "field raises a bare KeyError/TypeError ('tables') that does not name the file",
-)
 @pytest.mark.parametrize("field", ["tables", "txns", "next_txn"])
 def test_a_state_file_missing_a_field_is_refused_naming_the_path(field: str) -> None:
     body = json.loads(populated().to_json())
