@@ -128,6 +128,19 @@ class _Routing:
         return owned
 
 
+@dataclass(frozen=True)
+class _ReadRequest:
+    """One read, as the client was asked for it."""
+
+    name: str
+    mode: str
+    columns: Sequence[str] | None = None
+    filters: Sequence[Filter] | None = None
+    as_of: str | datetime | None = None
+    include_meta: bool = False
+    buckets: frozenset[int] | None = None  # point lookups read only these buckets
+
+
 class Client:
     """A connection to one memtier cluster; thread-safe."""
 
@@ -349,7 +362,7 @@ class Client:
 
         ``as_of`` reads the Hudi table as of an instant (time travel; files only).
         """
-        return self._read(name, mode, columns, filters, as_of, include_meta, None)
+        return self._read(_ReadRequest(name, mode, columns, filters, as_of, include_meta))
 
     def lookup(self, name: str, keys: Any, columns: Sequence[str] | None = None) -> pa.Table:
         """The latest rows of the given keys: a table (or dict, or for a one-column key a
@@ -366,59 +379,37 @@ class Client:
         )
         buckets = set(KeyColumns.of(key_table, route.record_key).bucket_ids(route.buckets).tolist())
         filters = [(k, "in", key_table.column(k).to_pylist()) for k in route.record_key]
-        found = self._read(name, "latest", None, filters, None, False, buckets)
+        found = self._read(_ReadRequest(name, "latest", filters=filters, buckets=frozenset(buckets)))
         if len(route.record_key) > 1:  # the per-column "in"s over-select: keep exact tuples
             wanted = set(zip(*(key_table.column(k).to_pylist() for k in route.record_key), strict=True))
             rows = zip(*(found.column(k).to_pylist() for k in route.record_key), strict=True)
             found = found.filter(pa.array([r in wanted for r in rows], pa.bool_()))
         return found.select(list(columns)) if columns is not None else found
 
-    def _read(
-        self,
-        name: str,
-        mode: str,
-        columns: Sequence[str] | None,
-        filters: Sequence[Filter] | None,
-        as_of: str | datetime | None,
-        include_meta: bool,
-        buckets: set[int] | None,
-    ) -> pa.Table:
-        if mode not in READ_MODES:
-            raise InvalidArgumentError(f"mode must be one of {READ_MODES}, got {mode!r}")
-        return _retrying(
-            f"read of {name}",
-            lambda: self._read_once(name, mode, columns, filters, as_of, include_meta, buckets),
-        )
+    def _read(self, request: _ReadRequest) -> pa.Table:
+        if request.mode not in READ_MODES:
+            raise InvalidArgumentError(f"mode must be one of {READ_MODES}, got {request.mode!r}")
+        return _retrying(f"read of {request.name}", lambda: self._read_once(request))
 
-    def _read_once(
-        self,
-        name: str,
-        mode: str,
-        columns: Sequence[str] | None,
-        filters: Sequence[Filter] | None,
-        as_of: str | datetime | None,
-        include_meta: bool,
-        buckets: set[int] | None,
-    ) -> pa.Table:
-        plan = self.master.read_plan(name)
-        meta = self._meta(name, plan)
-        if mode == "read_optimized" or as_of is not None:
-            hudi_mode = "read_optimized" if mode == "read_optimized" else "snapshot"
-            return read_table(meta, mode=hudi_mode, as_of=as_of, columns=columns, filters=filters,
-                              include_meta=include_meta, buckets=buckets, cache=self._files)
-        needed = read_columns(meta, columns=columns, filters=filters, include_meta=include_meta)
-        snapshot = TxnSnapshot.from_dict(plan["snapshot"])
-        route = _Routing.of(plan)
+    def _read_once(self, r: _ReadRequest) -> pa.Table:
+        plan = self.master.read_plan(r.name)
+        meta = self._meta(r.name, plan)
+        files = {"columns": r.columns, "filters": r.filters, "include_meta": r.include_meta,
+                 "buckets": r.buckets, "cache": self._files}
+        if r.mode == "read_optimized" or r.as_of is not None:
+            hudi_mode = "read_optimized" if r.mode == "read_optimized" else "snapshot"
+            return read_table(meta, mode=hudi_mode, as_of=r.as_of, **files)
+        needed = read_columns(meta, columns=r.columns, filters=r.filters, include_meta=r.include_meta)
         memory = self._read_servers(
-            name, route, plan["instant"], snapshot, mode == "committed", needed, buckets
+            r.name, _Routing.of(plan), plan["instant"], TxnSnapshot.from_dict(plan["snapshot"]),
+            r.mode == "committed", needed, r.buckets,
         )
         extra = _entries_by_file_group(memory, meta, needed)
-        return read_table(meta, as_of=plan["instant"], columns=columns, filters=filters,
-                          include_meta=include_meta, extra=extra, buckets=buckets, cache=self._files)
+        return read_table(meta, as_of=plan["instant"], extra=extra, **files)
 
     def _read_servers(
         self, name: str, route: _Routing, instant: str | None, snapshot: TxnSnapshot,
-        committed_only: bool, needed: list[str], buckets: set[int] | None,
+        committed_only: bool, needed: list[str], buckets: frozenset[int] | None,
     ) -> list[pa.Table]:
         columns = [c for c in needed if c in route.schema.names]
 

@@ -480,15 +480,7 @@ def _accepts(field: _Field, t: pa.DataType) -> bool:
     return pat.is_fixed_size_binary(t) and t.byte_width == field.size
 
 
-_STORED_AS = {
-    "boolean": pa.bool_(),
-    "int": pa.int32(),
-    "long": pa.int64(),
-    "float": pa.float32(),
-    "double": pa.float64(),
-    "string": pa.string(),
-    "bytes": pa.binary(),
-}
+_STORED_AS = {name: t for name, t in _PRIMITIVES.items() if name != "null"}
 
 
 def _physical(field: _Field, column: pa.Array) -> pa.Array:

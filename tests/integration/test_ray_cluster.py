@@ -8,7 +8,6 @@ import os
 import random
 import signal
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from memtier.master.service import MasterProxy
 from memtier.tableserver.service import TableServerProxy
 from tests.support.hudirs import hudi_rs_read
 from tests.support.scenario import SCHEMA, random_ops, run_scenario
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 ray = pytest.importorskip("ray")
@@ -38,19 +38,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     running.shutdown()
 
 
-def _wait(condition: object, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def _kill(cluster: object, name: str) -> None:
     """SIGKILL an actor's worker process and wait until Ray has started it again."""
     before = cluster.pids()[name]  # type: ignore[attr-defined]
     os.kill(before, signal.SIGKILL)
-    _wait(lambda: cluster.pids()[name] != before, f"{name} to restart")  # type: ignore[attr-defined]
+    wait_until(lambda: cluster.pids()[name] != before, f"{name} to restart")  # type: ignore[attr-defined]
 
 
 class RayHarness:
@@ -102,11 +94,11 @@ def test_sigkill_during_a_write_stream_loses_no_acknowledged_row(
     stop, acked, errors = threading.Event(), [], []
     writer = threading.Thread(target=_stream, args=(client, table, stop, acked, errors))
     writer.start()
-    _wait(lambda: len(acked) >= 2000 or errors, "the stream to get going")
+    wait_until(lambda: len(acked) >= 2000 or errors, "the stream to get going")
     name = "memtier-master" if victim == "master" else victim
     _kill(cluster, name)
     count = len(acked)
-    _wait(lambda: len(acked) >= count + 2000 or errors, "writes to go on after the restart")
+    wait_until(lambda: len(acked) >= count + 2000 or errors, "writes to go on after the restart")
     stop.set()
     writer.join(timeout=120)
     assert not errors, errors

@@ -4,7 +4,6 @@ from the WAL with nothing lost."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from tests.support.scenario import SCHEMA
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 ray = pytest.importorskip("ray")
@@ -31,14 +31,6 @@ def ray_nodes() -> Iterator[object]:
     yield cluster, workers
     ray.shutdown()
     cluster.shutdown()
-
-
-def _wait(condition: object, what: str, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def test_removing_a_node_moves_its_buckets_to_the_survivor(ray_nodes: object, tmp_path: Path) -> None:
@@ -68,8 +60,8 @@ def test_removing_a_node_moves_its_buckets_to_the_survivor(ray_nodes: object, tm
         assert victim in routing.values() and survivor in routing.values()
 
         nodes.remove_node(victim_node)  # type: ignore[attr-defined]
-        _wait(lambda: set(client.describe(table)["routing"].values()) == {survivor},
-              "the survivor to take every bucket")
+        wait_until(lambda: set(client.describe(table)["routing"].values()) == {survivor},
+                   "the survivor to take every bucket", timeout=90.0)
         got = client.read(table, columns=["id", "v"])
         assert sorted(got.column("id").to_pylist()) == keys, "rows lost with the node"
         more = pa.table({"id": [5000], "ts": [1], "p": ["p0"], "v": ["after"]}, schema=SCHEMA)
