@@ -6,13 +6,18 @@ when the folder is absent.
 
 from __future__ import annotations
 
+import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-SAMPLES_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "hudi-samples"
+#: ../shared/hudi-samples next to the checkout; MEMTIER_HUDI_SAMPLES points elsewhere.
+SAMPLES_DIR = Path(
+    os.environ.get("MEMTIER_HUDI_SAMPLES")
+    or Path(__file__).resolve().parents[2].parent / "shared" / "hudi-samples"
+)
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,10 @@ SAMPLES: tuple[Sample, ...] = (
 def require_samples() -> Path:
     """The samples folder, or skip the calling test saying why."""
     if not SAMPLES_DIR.is_dir():
-        pytest.skip(f"Hudi samples folder {SAMPLES_DIR} is absent on this machine")
+        pytest.skip(
+            f"Hudi samples folder {SAMPLES_DIR} is absent on this machine "
+            "(set MEMTIER_HUDI_SAMPLES to where ../shared/hudi-samples is)"
+        )
     return SAMPLES_DIR
 
 
