@@ -29,6 +29,7 @@ from memtier.errors import (
     NotOwnerError,
     RpcError,
     TransactionError,
+    UnsupportedTableError,
 )
 from memtier.hudi.cache import SliceCache
 from memtier.hudi.filters import Filter
@@ -228,6 +229,10 @@ class Client:
         A batch going to several servers is checked whole first, as one server checks
         its batch: a rejected batch must leave no rows on any server.
         """
+        if not route.buckets:
+            raise UnsupportedTableError(
+                f"table {route.name!r} has no bucket index; memtier writes bucket-indexed tables only"
+            )
         owners = set(route.routing.values())
         if len(owners) == 1:
             return {owners.pop(): table}

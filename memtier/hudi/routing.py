@@ -10,7 +10,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from memtier.errors import UnsupportedTableError
 from memtier.hudi.filegroup import FileGroupChange
 from memtier.hudi.filenames import bucket_file_id
 from memtier.hudi.keys import KeyColumns, partition_paths
@@ -72,12 +71,7 @@ class Located:
 
 def locate(meta: TableMeta, table: pa.Table, *, integer_keys: bool = True) -> Located:
     """Record keys, partition paths and buckets of ``table`` (physical columns), grouped."""
-    buckets = meta.config.buckets
-    if not buckets:
-        raise UnsupportedTableError(
-            f"table {meta.config.name} at {meta.base_path} has no bucket index "
-            "(hoodie.bucket.index.num.buckets); memtier writes bucket-indexed tables only"
-        )
+    buckets = meta.require_bucket_index()
     key_columns = KeyColumns.of(table, meta.config.record_key_fields)
     codes, partitions = _partition_codes(meta, table)
     group = _small_codes(codes * buckets + key_columns.bucket_ids(buckets).astype(np.int64))

@@ -92,6 +92,15 @@ class TableMeta:
     def is_merge_on_read(self) -> bool:
         return self.config.table_type == "MERGE_ON_READ"
 
+    def require_bucket_index(self) -> int:
+        """The bucket count; writes need one (rows are routed by bucket)."""
+        if not self.config.buckets:
+            raise UnsupportedTableError(
+                f"table {self.config.name} at {self.base_path} has no bucket index "
+                "(hoodie.bucket.index.num.buckets); memtier writes bucket-indexed tables only"
+            )
+        return self.config.buckets
+
 
 def _latest_avro_schema(
     io: FileIO, base_path: str, config: TableConfig, timeline: Timeline

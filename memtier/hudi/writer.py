@@ -30,7 +30,7 @@ from memtier.hudi.filegroup import (
     plan_file_group_write,
     write_file_group,
 )
-from memtier.hudi.filenames import BaseFile, bucket_of_file_id, classify
+from memtier.hudi.filenames import BaseFile, bucket_or_none, classify
 from memtier.hudi.fsview import FileSystemView, list_data_files
 from memtier.hudi.routing import route
 from memtier.hudi.schema import check_ordering_not_null, conform
@@ -63,6 +63,7 @@ def _commit_action(meta: TableMeta) -> str:
 
 def _prepare(meta: TableMeta, data: Any, operation: str) -> pa.Table:
     """The batch in physical types, validated before anything touches the timeline."""
+    meta.require_bucket_index()
     if operation not in OPERATIONS:
         raise InvalidArgumentError(f"operation must be one of {sorted(OPERATIONS)}, got {operation!r}")
     if operation == "delete":
@@ -77,7 +78,9 @@ def _prepare(meta: TableMeta, data: Any, operation: str) -> pa.Table:
 def _existing_buckets(view: FileSystemView) -> dict[tuple[str, int], str]:
     existing: dict[tuple[str, int], str] = {}
     for partition, file_id in view.file_groups:
-        existing[(partition, bucket_of_file_id(file_id))] = file_id
+        bucket = bucket_or_none(file_id)
+        if bucket is not None:
+            existing[(partition, bucket)] = file_id
     return existing
 
 

@@ -504,3 +504,22 @@ def test_status_reports_servers_memory_blocks_and_lag(cluster: InProcessCluster,
     assert (table["unflushed_rows"], table["lag_s"], table["latest_commit"]) == (0, 0.0, max(instants))
     assert status["open_transactions"] == []
     assert all(s["tables"]["t"]["unflushed_blocks"] == 0 for s in status["servers"].values())
+
+
+def test_a_registered_apache_hudi_table_reads_but_refuses_writes(tmp_path) -> None:
+    """A table Apache Hudi wrote without a bucket index: served for reads, writes refused."""
+    from memtier.errors import UnsupportedTableError
+    from tests.support.samples import SAMPLES, unpack
+
+    sample = next(s for s in SAMPLES if s.name == "v6_trips_8i1u")
+    path = str(unpack(sample, tmp_path / "samples"))
+    cluster = InProcessCluster(str(tmp_path / "cluster"))
+    cluster.add_server("a")
+    try:
+        client = cluster.client()
+        client.register_table("trips", path)
+        assert client.read("trips").num_rows == sample.rows
+        with pytest.raises(UnsupportedTableError, match="no bucket index"):
+            client.write("trips", client.read("trips").slice(0, 1))
+    finally:
+        cluster.close()
