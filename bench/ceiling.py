@@ -43,10 +43,15 @@ ACK_BYTES = 8
 
 
 class SyncedFile:
-    """Appends Arrow IPC messages to one file, each made durable with fdatasync before returning."""
+    """Appends Arrow IPC messages to one file, each made durable with fdatasync before returning.
 
-    def __init__(self, path: str) -> None:
+    With ``drop_cache``, synced pages leave the page cache as the WAL's do (see the WAL
+    section of bench/RESULTS.md): what a long run at a steady rate needs to be a fair floor.
+    """
+
+    def __init__(self, path: str, *, drop_cache: bool = False) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._drop_cache = drop_cache
 
     def append(self, batch: pa.RecordBatch) -> int:
         """Write ``batch`` as one IPC message, fdatasync, return the bytes written."""
@@ -55,6 +60,8 @@ class SyncedFile:
         while written < len(data):
             written += os.write(self._fd, data[written:])
         os.fdatasync(self._fd)
+        if self._drop_cache:
+            os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_DONTNEED)
         return written
 
     def close(self) -> None:

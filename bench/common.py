@@ -55,10 +55,7 @@ def best_of(repeat: int, fn: Callable[[], Any]) -> tuple[float, list[float]]:
 
 def report(name: str, header: list[str], rows: list[list[Any]], extra: dict[str, Any]) -> Path:
     """Print an aligned table and write ``bench/results/<name>.json``."""
-    widths = [max(len(str(h)), *(len(_fmt(r[i])) for r in rows)) for i, h in enumerate(header)]
-    print("  ".join(str(h).ljust(w) for h, w in zip(header, widths, strict=True)))
-    for row in rows:
-        print("  ".join(_fmt(v).ljust(w) for v, w in zip(row, widths, strict=True)))
+    print_table(header, rows)
     RESULTS_DIR.mkdir(exist_ok=True)
     out = RESULTS_DIR / f"{name}.json"
     payload = {
@@ -72,6 +69,14 @@ def report(name: str, header: list[str], rows: list[list[Any]], extra: dict[str,
     out.write_text(json.dumps(payload, indent=2, default=str))
     print(f"\nwrote {out}")
     return out
+
+
+def print_table(header: list[str], rows: list[list[Any]]) -> None:
+    """Print ``rows`` under ``header``, columns aligned."""
+    widths = [max(len(str(h)), *(len(_fmt(r[i])) for r in rows)) for i, h in enumerate(header)]
+    print("  ".join(str(h).ljust(w) for h, w in zip(header, widths, strict=True)))
+    for row in rows:
+        print("  ".join(_fmt(v).ljust(w) for v, w in zip(row, widths, strict=True)))
 
 
 def _fmt(value: Any) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from types import TracebackType
 from typing import Any
 
@@ -14,9 +14,12 @@ import pyarrow.flight as fl
 
 from memtier.errors import AuthenticationError, InvalidArgumentError, MemtierError, RpcError
 from memtier.rpc import codec
+from memtier.rpc.streams import MAX_AGE_SECONDS, IdleStreams, PutStream
 
 __all__ = ["RpcClient"]
 
+#: The descriptor of a put stream: every message carries its own request (app metadata).
+_PUT_STREAM = fl.FlightDescriptor.for_command(codec.dumps({}))
 _FLIGHT_SUFFIX = re.compile(r"\. (?:Detail: |gRPC client debug context)")
 
 
@@ -50,6 +53,10 @@ class RpcClient:
         self._timeout = timeout
         headers = [] if token is None else [(b"authorization", codec.bearer(token))]
         self._options = fl.FlightCallOptions(timeout=timeout, headers=headers)
+        self._stream_options = fl.FlightCallOptions(
+            timeout=None if timeout is None else timeout + MAX_AGE_SECONDS, headers=headers
+        )
+        self._streams = IdleStreams()
         self._lock = threading.Lock()
         self._flights: list[fl.FlightClient | None] = [None] * connections
         self._busy = [0] * connections  # calls in flight per connection
@@ -73,26 +80,26 @@ class RpcClient:
         return self._response(f"call {name!r}", results[0].body.to_pybytes())
 
     def put(self, request: dict[str, Any], data: pa.Table | pa.RecordBatch) -> dict[str, Any]:
-        """Send ``data`` with ``request``; returns the server's acknowledgement."""
+        """Send ``data`` with ``request`` (on a put stream kept open between puts: see
+        :mod:`~memtier.rpc.streams`); returns the server's acknowledgement."""
         if not isinstance(data, pa.Table | pa.RecordBatch):
             raise InvalidArgumentError(
                 f"put sends a pa.Table or pa.RecordBatch, got {type(data).__name__}"
             )
-        descriptor = fl.FlightDescriptor.for_command(codec.dumps(request))
+        batch = data if isinstance(data, pa.RecordBatch) else _one_batch(data)
+        body = codec.dumps(request)
         try:
-            with self._connection() as flight:
-                writer, acks = flight.do_put(descriptor, data.schema, self._options)
-                try:
-                    writer.write(data)
-                    writer.done_writing()
-                    ack = acks.read()
-                finally:
-                    writer.close()  # raises the server's error, if it failed
+            with self._put_stream(batch.schema) as stream:
+                ack = stream.put(body, batch)
+                if ack is None:
+                    stream.close()  # raises the error the server ended the stream with
+                    raise RpcError(f"put to {self._location} ended without an acknowledgement")
         except pa.ArrowException as e:
             raise self._error("put", e) from e
-        if ack is None:
-            raise RpcError(f"put to {self._location} ended without an acknowledgement")
-        return self._response("put", ack.to_pybytes())
+        reply = self._response("put", ack)
+        if "ack" not in reply:  # the service raised: the stream itself is fine
+            raise codec.error_from_wire(ack)
+        return reply["ack"]
 
     def get(self, request: dict[str, Any]) -> pa.Table:
         """Read the result of ``request`` from the server."""
@@ -105,6 +112,7 @@ class RpcClient:
 
     def close(self) -> None:
         """Close the connections; a later call opens new ones. Do not race calls in flight."""
+        self._streams.close()
         with self._lock:
             flights, self._flights = self._flights, [None] * len(self._flights)
         for flight in flights:
@@ -130,16 +138,45 @@ class RpcClient:
     def _connection(self) -> Iterator[fl.FlightClient]:
         """The least busy connection (the first of equals), opened if it is not yet."""
         with self._lock:
-            slot = min(range(len(self._busy)), key=self._busy.__getitem__)
-            flight = self._flights[slot]
-            if flight is None:
-                flight = self._flights[slot] = fl.FlightClient(self._location)
+            slot, flight = self._least_busy()
             self._busy[slot] += 1
         try:
             yield flight
         finally:
             with self._lock:
                 self._busy[slot] -= 1
+
+    @contextmanager
+    def _put_stream(self, schema: pa.Schema) -> Iterator[PutStream]:
+        """An idle put stream of ``schema`` or a new one on the least busy connection; kept
+        for the next put if the put succeeds, closed if it fails (the stream is broken)."""
+        stream = self._streams.take(schema)
+        with self._lock:
+            slot, flight = (stream.slot, None) if stream is not None else self._least_busy()
+            self._busy[slot] += 1
+        try:
+            if stream is None:
+                assert flight is not None
+                stream = PutStream(flight, slot, schema, _PUT_STREAM, self._stream_options)
+            yield stream
+        except BaseException:
+            if stream is not None:
+                with suppress(pa.ArrowException):
+                    stream.close()
+            raise
+        finally:
+            with self._lock:
+                self._busy[slot] -= 1
+        self._streams.give_back(stream)
+
+    def _least_busy(self) -> tuple[int, fl.FlightClient]:
+        """The least busy connection (the first of equals), opened if it is not yet; the
+        caller holds ``_lock``."""
+        slot = min(range(len(self._busy)), key=self._busy.__getitem__)
+        flight = self._flights[slot]
+        if flight is None:
+            flight = self._flights[slot] = fl.FlightClient(self._location)
+        return slot, flight
 
     def _response(self, what: str, body: bytes) -> dict[str, Any]:
         try:
@@ -158,6 +195,12 @@ class RpcClient:
         if isinstance(error, fl.FlightUnavailableError):
             return RpcError(f"{self._location} is unreachable ({what}): {_detail(error)}")
         return RpcError(f"{what} to {self._location} failed: {error}")
+
+
+def _one_batch(table: pa.Table) -> pa.RecordBatch:
+    """``table`` as one record batch (a copy only when it has several chunks)."""
+    batches = table.combine_chunks().to_batches()
+    return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
 
 
 def _detail(error: fl.FlightError) -> str:

@@ -3,8 +3,10 @@
 Three call kinds map onto Flight RPCs:
 
 * ``call``: DoAction; action type = name, body = JSON request, one JSON result body;
-* ``put``: DoPut; the descriptor is a command holding the JSON request, the stream is the
-  data, and the acknowledgement comes back as one JSON app-metadata message;
+* ``put``: DoPut streams kept open between puts (:mod:`~memtier.rpc.streams`); each put
+  is one message, a record batch with the JSON request as its app metadata, answered by one
+  JSON app-metadata message: ``{"ack": ...}``, or the error the service raised (the stream
+  stays open);
 * ``get``: DoGet; the ticket holds the JSON request, the stream is the result.
 
 A :class:`~memtier.errors.MemtierError` raised by the service reaches the client as the
@@ -141,11 +143,22 @@ class _FlightService(fl.FlightServerBase):
         reader: fl.MetadataRecordBatchReader, writer: fl.FlightMetadataWriter,
     ) -> None:
         try:
-            request = codec.loads(_command(descriptor))
-            ack = self._service.handle_put(request, reader.read_all())
-            writer.write(pa.py_buffer(_encode_response("handle_put", ack)))
+            _command(descriptor)
+            for chunk in reader:
+                writer.write(pa.py_buffer(self._put(chunk)))
         except Exception as e:
             raise _flight_error("handle_put", e) from e
+
+    def _put(self, chunk: fl.FlightStreamChunk) -> bytes:
+        """One put of a put stream: its acknowledgement, or the error the service raised."""
+        if chunk.data is None or chunk.app_metadata is None:
+            raise InvalidArgumentError("a put stream message must hold a batch and its request")
+        request = codec.loads(chunk.app_metadata.to_pybytes())
+        try:
+            ack = self._service.handle_put(request, pa.Table.from_batches([chunk.data]))
+            return _encode_response("handle_put", {"ack": ack})
+        except Exception as e:
+            return codec.error_to_wire(_memtier_error("handle_put", e))
 
     def do_get(self, context: fl.ServerCallContext, ticket: fl.Ticket) -> fl.FlightDataStream:
         try:
@@ -176,12 +189,18 @@ class _BearerAuth(fl.ServerMiddlewareFactory):
         return None
 
 
+def _memtier_error(call: str, exc: Exception) -> MemtierError:
+    """``exc`` as the client will see it; logged here unless a MemtierError."""
+    if isinstance(exc, MemtierError):
+        return exc
+    _log.error("%s failed", call, exc_info=exc)
+    return RpcError(f"{call} failed on the server: {type(exc).__name__}: {exc}")
+
+
 def _flight_error(call: str, exc: Exception) -> fl.FlightServerError:
-    """The Flight error that carries ``exc`` to the client; logs it unless a MemtierError."""
-    if not isinstance(exc, MemtierError):
-        _log.error("%s failed", call, exc_info=exc)
-        exc = RpcError(f"{call} failed on the server: {type(exc).__name__}: {exc}")
-    return fl.FlightServerError(str(exc), extra_info=codec.error_to_wire(exc))
+    """The Flight error that carries ``exc`` to the client."""
+    error = _memtier_error(call, exc)
+    return fl.FlightServerError(str(error), extra_info=codec.error_to_wire(error))
 
 
 def _stream(

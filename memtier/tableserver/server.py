@@ -121,6 +121,7 @@ class TableServer:
         self._clock = clock
         self._tables: dict[str, _Table] = {}
         self._lock = threading.Lock()
+        self._admission = threading.Lock()  # one write at a time makes room and takes it
         self.memory = MemoryAccount(self.config.memory_budget)
         self._snapshot = TxnSnapshot(1)
         self._appenders = ThreadPoolExecutor(8, thread_name_prefix="memtier-append")
@@ -252,7 +253,7 @@ class TableServer:
             key = FileGroupKey(partition, t.file_ids.get((partition, bucket)) or bucket_file_id(bucket))
             piece = physical if rows is None else physical.take(pa.array(rows))
             pieces.append((key, piece.combine_chunks().to_batches()[0]))
-        evicted = self._make_room(sum(p.nbytes for _, p in pieces))
+        evicted = self._admit(sum(p.nbytes for _, p in pieces))
 
         def append(item: tuple[FileGroupKey, pa.RecordBatch]) -> int:
             return self._append(t, item[0], Frame(txn_id, producer_id, producer_seq, item[1]))
@@ -264,18 +265,33 @@ class TableServer:
         rows = sum(appended)
         return WriteAck(rows, batch.num_rows - rows, len(pieces), evicted)
 
+    def _admit(self, incoming: int) -> int:
+        """Make room for ``incoming`` bytes and take them from the budget at once, so that
+        concurrent writes cannot all count on the same room; the bytes evicted. What is
+        not appended in the end is given back by :meth:`_append`."""
+        with self._admission:
+            evicted = self._make_room(incoming)
+            self.memory.add(incoming)
+        return evicted
+
     def _append(self, t: _Table, key: FileGroupKey, frame: Frame) -> int:
+        """Append ``frame`` (its bytes admitted already) to its file group; the rows appended."""
         with self._lock:
             group = t.groups.get(key)
             if group is None:
                 group = t.groups[key] = self._new_group(t, key)
-        with group.lock:
-            if group.is_duplicate(frame.producer_id, frame.producer_seq):
-                return 0
-            block, added = group.append(frame)
-            if block.nbytes >= self.config.block_max_bytes:
-                block.seal()
-        self.memory.add(added)
+        appended = False
+        try:
+            with group.lock:
+                if group.is_duplicate(frame.producer_id, frame.producer_seq):
+                    return 0
+                block, _ = group.append(frame)
+                appended = True
+                if block.nbytes >= self.config.block_max_bytes:
+                    block.seal()
+        finally:
+            if not appended:
+                self.memory.release(frame.batch.nbytes)
         return frame.batch.num_rows
 
     def fence_txn(self, txn_id: int) -> None:

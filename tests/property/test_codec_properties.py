@@ -88,8 +88,9 @@ def values(t: pa.DataType) -> st.SearchStrategy[Any]:
     elif pa.types.is_binary(t):
         value = st.binary(max_size=30)
     elif pa.types.is_decimal(t):
-        most = decimal.Decimal(10 ** (t.precision - t.scale)) - decimal.Decimal(1).scaleb(-t.scale)
-        value = st.decimals(-most, most, places=t.scale, allow_nan=False, allow_infinity=False)
+        # Built from digits: decimal's default 28-digit context would round 38-digit bounds.
+        most = decimal.Decimal("9" * (t.precision - t.scale) + "." + "9" * t.scale)
+        value = st.decimals(most.copy_negate(), most, places=t.scale, allow_nan=False, allow_infinity=False)
     elif pa.types.is_date32(t):
         value = st.dates(dt.date(1, 1, 1), dt.date(9999, 12, 31))
     elif pa.types.is_timestamp(t):

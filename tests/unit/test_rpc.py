@@ -42,6 +42,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.puts: list[tuple[dict[str, Any], pa.Table]] = []
+        self.put_threads: list[int] = []  # the server thread of every put: one per stream
         self.release = threading.Event()
         self._lock = threading.Lock()
 
@@ -54,6 +55,7 @@ class Recorder:
         return {"name": name, "request": request}
 
     def handle_put(self, request: dict[str, Any], data: pa.Table) -> dict[str, Any]:
+        self.put_threads.append(threading.get_ident())
         self._raise_if_asked(request)
         with self._lock:
             self.puts.append((request, data))
@@ -196,6 +198,40 @@ def test_concurrent_puts_from_8_threads_are_all_acknowledged(
     assert {r["seq"] for r, _ in service.puts} == expected
     received = pa.concat_tables([d for _, d in service.puts]).sort_by("key")
     assert received.column("key").to_pylist() == list(range(threads * per_thread * 5))
+
+
+# --- put streams ------------------------------------------------------------------------
+
+
+def test_sequential_puts_share_one_stream(client: RpcClient, service: Recorder) -> None:
+    for seq in range(5):
+        assert client.put({"seq": seq}, rows(2)) == {"seq": seq, "rows": 2}
+    assert len(set(service.put_threads)) == 1  # one DoPut handler served them all
+
+
+def test_a_refused_put_leaves_its_stream_usable(client: RpcClient, service: Recorder) -> None:
+    with pytest.raises(SchemaMismatchError, match="column 'name'"):
+        client.put({"raise": "schema"}, rows(1))
+    assert client.put({"seq": 2}, rows(1)) == {"seq": 2, "rows": 1}
+    assert len(set(service.put_threads)) == 1
+
+
+def test_another_schema_gets_its_own_stream(client: RpcClient, service: Recorder) -> None:
+    client.put({"seq": 1}, rows(1))
+    client.put({"seq": 2}, pa.table({"other": [1.5]}))
+    client.put({"seq": 3}, rows(1))
+    first, other, again = service.put_threads
+    assert first == again != other
+
+
+def test_idle_streams_do_not_keep_a_server_from_stopping(service: Recorder) -> None:
+    server = RpcServer(service).start()
+    with RpcClient(server.location, timeout=10) as client:
+        client.put({"seq": 1}, rows(1))  # its stream stays open, idle
+        stopping = threading.Thread(target=server.stop)
+        stopping.start()
+        stopping.join(timeout=5)
+        assert not stopping.is_alive()
 
 
 # --- errors -----------------------------------------------------------------------------
