@@ -31,8 +31,9 @@ from memtier.errors import (
     TransactionError,
     UnsupportedTableError,
 )
+from memtier.hudi.avro import META_FIELDS
 from memtier.hudi.cache import SliceCache
-from memtier.hudi.filters import Filter
+from memtier.hudi.filters import Filter, key_buckets, key_filters, validate
 from memtier.hudi.keys import KeyColumns
 from memtier.hudi.merge import LogEntry
 from memtier.hudi.reader import read_columns, read_table
@@ -74,7 +75,7 @@ class ServerAPI(Protocol):
     def write(self, table: str, data: Any, *, txn_id: int, producer_id: bytes, producer_seq: int) -> WriteAck: ...
     def read(self, table: str, *, as_of_instant: str | None, snapshot: TxnSnapshot | None = None,
              committed_only: bool = False, columns: list[str] | None = None,
-             buckets: Any = None) -> pa.Table: ...
+             buckets: Any = None, key_filters: Sequence[Filter] = ()) -> pa.Table: ...
     def flush(self, table: str | None = None, *, seal: bool = False) -> list[str]: ...
 
 
@@ -399,15 +400,23 @@ class Client:
     def _read_once(self, r: _ReadRequest) -> pa.Table:
         plan = self.master.read_plan(r.name)
         meta = self._meta(r.name, plan)
-        files = {"columns": r.columns, "filters": r.filters, "include_meta": r.include_meta,
-                 "buckets": r.buckets, "cache": self._files}
+        route = _Routing.of(plan)
+        filters = validate(r.filters, [*META_FIELDS, *meta.schema.names])
+        buckets = r.buckets
+        if route.buckets > 0:  # equalities on the record key name the only buckets to read
+            pinned = key_buckets(filters, route.record_key, route.schema, route.buckets)
+            if pinned is not None:
+                buckets = frozenset(pinned) if buckets is None else buckets & pinned
+        files = {"columns": r.columns, "filters": filters, "include_meta": r.include_meta,
+                 "buckets": buckets, "cache": self._files}
         if r.mode == "read_optimized" or r.as_of is not None:
             hudi_mode = "read_optimized" if r.mode == "read_optimized" else "snapshot"
             return read_table(meta, mode=hudi_mode, as_of=r.as_of, **files)
-        needed = read_columns(meta, columns=r.columns, filters=r.filters, include_meta=r.include_meta)
+        needed = read_columns(meta, columns=r.columns, filters=filters, include_meta=r.include_meta)
+        pushed = [f for f in key_filters(filters, route.record_key) if _json_value(f[2])]
         memory = self._read_servers(
-            r.name, _Routing.of(plan), plan["instant"], TxnSnapshot.from_dict(plan["snapshot"]),
-            r.mode == "committed", needed, r.buckets,
+            r.name, route, plan["instant"], TxnSnapshot.from_dict(plan["snapshot"]),
+            r.mode == "committed", needed, buckets, pushed,
         )
         extra = _entries_by_file_group(memory, meta, needed)
         return read_table(meta, as_of=plan["instant"], extra=extra, **files)
@@ -415,7 +424,10 @@ class Client:
     def _read_servers(
         self, name: str, route: _Routing, instant: str | None, snapshot: TxnSnapshot,
         committed_only: bool, needed: list[str], buckets: frozenset[int] | None,
+        pushed: list[Filter],
     ) -> list[pa.Table]:
+        """Each owning server's unflushed rows of ``buckets`` (None: all), the ``pushed``
+        record-key filters applied there so that only the keys asked for travel."""
         columns = [c for c in needed if c in route.schema.names]
 
         def one(item: tuple[str, list[int]]) -> pa.Table:
@@ -425,7 +437,8 @@ class Client:
                 return pa.table({})
             handle = self._server(server_id, route.location(server_id))
             return handle.read(name, as_of_instant=instant, snapshot=snapshot,
-                               committed_only=committed_only, columns=columns, buckets=wanted)
+                               committed_only=committed_only, columns=columns, buckets=wanted,
+                               key_filters=pushed)
 
         items = list(route.server_buckets().items())
         return [t for t in self._pool.map(one, items) if t.num_rows]
@@ -446,6 +459,13 @@ class Client:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
+
+
+def _json_value(value: Any) -> bool:
+    """Whether a filter value travels as JSON unchanged (a scalar, or a list of them)."""
+    if isinstance(value, (list, tuple)):
+        return all(_json_value(v) for v in value)
+    return value is None or isinstance(value, (str, int, float))
 
 
 def _retrying(what: str, call: Callable[[], T]) -> T:

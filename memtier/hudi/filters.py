@@ -2,11 +2,15 @@
 
 Filters on partition columns prune whole partitions from the partition path before any
 file is opened; every filter is applied again to the merged rows (a filter must never
-see a row before its newer version has replaced it).
+see a row before its newer version has replaced it). Filters on record-key columns are the
+exception that may also run before the merge (:func:`key_filters`): every version of a
+record has the same key, so they keep all versions of a key or none; equalities on every
+key column also name the only buckets worth reading (:func:`key_buckets`).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,10 +18,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memtier.errors import InvalidArgumentError, UnknownColumnError
+from memtier.hudi.keys import KeyColumns
 
 __all__ = [
     "DEFAULT_PARTITION",
     "Filter",
+    "key_buckets",
+    "key_filters",
     "parse_partition_path",
     "partition_predicate",
     "to_expression",
@@ -105,11 +112,57 @@ def partition_predicate(
         if not values:
             return True  # not a layout we can parse: never prune what we cannot read
         try:
-            row = pa.table(
-                {f: pa.array([values[f]], pa.string()).cast(types[f]) for f in fields}
-            )
+            row = pa.table({f: pa.array([values[f]], pa.string()).cast(types[f]) for f in fields})
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return True
         return bool(row.filter(expression).num_rows)
 
     return keep
+
+
+#: Key combinations beyond which :func:`key_buckets` gives up (reads every bucket).
+MAX_KEY_COMBINATIONS = 10_000
+
+
+def key_filters(filters: Sequence[Filter], key_fields: Sequence[str]) -> list[Filter]:
+    """The filters on record-key columns: safe to apply before the merge."""
+    return [f for f in filters if f[0] in key_fields]
+
+
+def key_buckets(
+    filters: Sequence[Filter], key_fields: Sequence[str], schema: pa.Schema, num_buckets: int
+) -> set[int] | None:
+    """The buckets that can hold rows passing ``filters``, when they pin every record-key
+    column with ``=`` or ``in``; None when they do not (or values do not fit the columns)."""
+    choices: dict[str, list[Any]] = {}
+    for column, op, value in filters:
+        if column in key_fields and op in ("=", "==", "in"):
+            values = list(value) if op == "in" else [value]
+            known = choices.get(column)
+            choices[column] = values if known is None else [v for v in known if v in values]
+    if any(f not in choices for f in key_fields):
+        return None
+    combinations = 1
+    for field in key_fields:
+        combinations *= len(choices[field])
+    if combinations == 0:
+        return set()
+    if combinations > MAX_KEY_COMBINATIONS:
+        return None
+    rows = _cross_product([choices[f] for f in key_fields])
+    try:
+        keys = pa.table(
+            {f: pa.array(col, schema.field(f).type) for f, col in zip(key_fields, rows, strict=True)}
+        )
+        return set(KeyColumns.of(keys, key_fields).bucket_ids(num_buckets).tolist())
+    except (pa.ArrowException, TypeError, ValueError, InvalidArgumentError):
+        return None
+
+
+def _cross_product(columns: Sequence[list[Any]]) -> list[list[Any]]:
+    """Every combination of one value per column, as columns."""
+    out: list[list[Any]] = [[] for _ in columns]
+    for combination in itertools.product(*columns):
+        for column, value in zip(out, combination, strict=True):
+            column.append(value)
+    return out

@@ -15,11 +15,11 @@ from memtier.errors import InvalidArgumentError, UnknownColumnError
 from memtier.hudi.avro import META_FIELDS
 from memtier.hudi.cache import SliceCache
 from memtier.hudi.filenames import bucket_or_none
-from memtier.hudi.filters import Filter, partition_predicate, to_expression, validate
+from memtier.hudi.filters import Filter, key_filters, partition_predicate, to_expression, validate
 from memtier.hudi.fsview import FileSlice, FileSystemView
 from memtier.hudi.merge import LogEntry
 from memtier.hudi.slicereader import read_slice
-from memtier.hudi.tablemeta import COMMIT_TIME, TableMeta
+from memtier.hudi.tablemeta import COMMIT_TIME, RECORD_KEY, TableMeta
 from memtier.hudi.timeline import Timeline
 from memtier.parallel import parallel_map
 
@@ -70,7 +70,9 @@ def read_columns(
     return _needed_columns(meta, _output_columns(meta, columns, include_meta), checked, mode)
 
 
-def _needed_columns(meta: TableMeta, wanted: Sequence[str], filters: Sequence[Filter], mode: str) -> list[str]:
+def _needed_columns(
+    meta: TableMeta, wanted: Sequence[str], filters: Sequence[Filter], mode: str
+) -> list[str]:
     needed = set(wanted) | {f[0] for f in filters}
     if mode != "read_optimized":
         needed.add(meta.merge_spec.key_column)
@@ -99,10 +101,20 @@ def _read_slices(
     with_logs: bool,
     extra: Mapping[tuple[str, str], Sequence[LogEntry]],
     cache: SliceCache | None,
+    key_filter: pc.Expression | None,
 ) -> list[pa.Table]:
     def one(slice_: FileSlice) -> pa.Table | None:
         more = extra.get((slice_.partition_path, slice_.file_id), ())
-        return read_slice(meta, slice_, visible, columns, with_logs=with_logs, extra=more, cache=cache)
+        return read_slice(
+            meta,
+            slice_,
+            visible,
+            columns,
+            with_logs=with_logs,
+            extra=more,
+            cache=cache,
+            key_filter=key_filter,
+        )
 
     return [t for t in parallel_map(one, slices) if t is not None and t.num_rows]
 
@@ -149,9 +161,7 @@ def read_table(
     predicate = partition_predicate(
         checked, meta.config.partition_fields, meta.config.hive_style_partitioning, meta.physical
     )
-    view = FileSystemView.build(
-        meta.io, meta.base_path, timeline, as_of=point, partition_filter=predicate
-    )
+    view = FileSystemView.build(meta.io, meta.base_path, timeline, as_of=point, partition_filter=predicate)
     slices = view.latest_slices()
     extra = extra or {}
     known = {(s.partition_path, s.file_id) for s in slices}
@@ -167,7 +177,8 @@ def read_table(
         touched = _touched_file_groups(meta, visible, start_ts, point)  # type: ignore[arg-type]
         slices = [s for s in slices if (s.partition_path, s.file_id) in touched]
     needed = _needed_columns(meta, wanted, checked, mode)
-    tables = _read_slices(meta, slices, visible, needed, mode != "read_optimized", extra, cache)
+    key_filter = to_expression(key_filters(checked, [*meta.config.record_key_fields, RECORD_KEY]))
+    tables = _read_slices(meta, slices, visible, needed, mode != "read_optimized", extra, cache, key_filter)
     file_schema = pa.schema([meta.file_schema.field(n) for n in needed])
     result = pa.concat_tables(tables) if tables else file_schema.empty_table()
     if mode == "incremental":
@@ -183,7 +194,9 @@ def read_table(
 def _to_logical(table: pa.Table, meta: TableMeta) -> pa.Table:
     """Cast physical file types back to the types the table was created with."""
     target = pa.schema(
-        [meta.schema.field(n) if n in meta.schema.names else table.schema.field(n) for n in table.column_names]
+        [
+            meta.schema.field(n) if n in meta.schema.names else table.schema.field(n)
+            for n in table.column_names
+        ]
     )
     return table if table.schema == target else table.cast(target)
-

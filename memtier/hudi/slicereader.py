@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from functools import partial
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from memtier.hudi.cache import SliceCache
@@ -119,18 +120,23 @@ def read_slice(
     with_logs: bool = True,
     extra: Sequence[LogEntry] = (),
     cache: SliceCache | None = None,
+    key_filter: pc.Expression | None = None,
 ) -> pa.Table | None:
     """The slice's live rows (``columns`` only; must include the merge key and ordering).
 
     ``extra`` entries come after the slice's log blocks: rows not yet flushed into the
     table (from table-server memory or WAL), merged exactly as later log blocks would be.
-    A ``cache`` keeps decoded base files and log entries for the next read.
+    A ``cache`` keeps decoded base files and log entries for the next read. ``key_filter``
+    (on record-key columns only: see :func:`~memtier.hudi.filters.key_filters`) drops rows
+    of every source before the merge.
     """
     base_path = slice_.base_file_path(meta.base_path)
     base = None
     if base_path is not None:
         load_base = partial(read_base_file, meta, base_path, columns)
         base = cache.get(("base", base_path, tuple(columns)), load_base) if cache else load_base()
+        if key_filter is not None:
+            base = base.filter(key_filter)
     if not with_logs or (not slice_.log_files and not extra):
         return base
     entries: list[LogEntry] = []
@@ -142,4 +148,13 @@ def read_slice(
             point = (len(visible.completed()), visible.last_timestamp())
             key = ("logs", tuple(slice_.log_file_paths(meta.base_path)), point, tuple(columns))
             entries = cache.get(key, load_logs)
-    return merge_file_group(base, [*entries, *extra], meta.merge_spec)
+    entries = [*entries, *extra]
+    if key_filter is not None:
+        entries = [_filtered(e, key_filter) for e in entries]
+    return merge_file_group(base, entries, meta.merge_spec)
+
+
+def _filtered(entry: LogEntry, key_filter: pc.Expression) -> LogEntry:
+    if entry.records is None:
+        return entry
+    return LogEntry(records=entry.records.filter(key_filter), deleted_keys=entry.deleted_keys)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +30,7 @@ from memtier.errors import (
 )
 from memtier.hudi.filegroup import FileGroupChange
 from memtier.hudi.filenames import bucket_file_id, bucket_or_none
+from memtier.hudi.filters import Filter, to_expression, validate
 from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.keys import KeyColumns
 from memtier.hudi.routing import all_unique, keep_latest, locate
@@ -382,12 +383,15 @@ class TableServer:
         committed_only: bool = False,
         columns: list[str] | None = None,
         buckets: Iterable[int] | None = None,
+        key_filters: Sequence[Filter] = (),
     ) -> pa.Table:
         """Rows of this server's blocks that the Hudi table lacks as of ``as_of_instant``
         (None: a table with no commits), in write order per file group, with the file
         group in two extra columns. Rows of transactions the ``snapshot`` says are
-        aborted are left out, and with ``committed_only`` those not committed in it."""
+        aborted are left out, and with ``committed_only`` those not committed in it.
+        ``key_filters`` (on record-key columns only) keep the rows of the keys they pass."""
         t = self._table(table)
+        checked = validate(key_filters, t.meta.config.record_key_fields)
         wanted = set(buckets) if buckets is not None else None
         names = list(columns) if columns is not None else t.meta.physical.names
         schema = pa.schema([t.meta.physical.field(n) for n in names])
@@ -407,9 +411,11 @@ class TableServer:
                     partitions.append((key.partition, frame.batch.num_rows))
                     file_ids.append((key.file_id, frame.batch.num_rows))
         data = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
-        return data.append_column(PARTITION_COLUMN, _repeated(partitions)).append_column(
+        data = data.append_column(PARTITION_COLUMN, _repeated(partitions)).append_column(
             FILE_ID_COLUMN, _repeated(file_ids)
         )
+        expression = to_expression(checked)
+        return data if expression is None else data.filter(expression)
 
     # == flushes =========================================================================
     def maintain(self) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from memtier.errors import InvalidArgumentError
+from memtier.hudi.filters import Filter
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
 from memtier.rpc import RpcClient
 from memtier.tableserver.server import TableServer, WriteAck
@@ -53,6 +54,7 @@ class TableServerService:
             snapshot=TxnSnapshot.from_dict(snapshot) if snapshot is not None else None,
             committed_only=request.get("committed_only", False),
             columns=request.get("columns"), buckets=request.get("buckets"),
+            key_filters=request.get("key_filters", ()),
         )
 
 
@@ -74,12 +76,13 @@ class TableServerProxy:
 
     def read(self, table: str, *, as_of_instant: str | None, snapshot: TxnSnapshot | None = None,
              committed_only: bool = False, columns: list[str] | None = None,
-             buckets: Iterable[int] | None = None) -> pa.Table:
+             buckets: Iterable[int] | None = None, key_filters: Sequence[Filter] = ()) -> pa.Table:
         return self._rpc.get({
             "table": table, "as_of_instant": as_of_instant,
             "snapshot": snapshot.to_dict() if snapshot is not None else None,
             "committed_only": committed_only,
             "columns": columns, "buckets": sorted(buckets) if buckets is not None else None,
+            "key_filters": list(key_filters),
         })
 
     def acquire(self, table: str, buckets: Sequence[int]) -> None:

@@ -16,7 +16,7 @@ import pytest
 import memtier.tableserver.server as tableserver_module
 from memtier.client import Client, Transaction
 from memtier.config import TableServerConfig, WalConfig
-from memtier.errors import TransactionError
+from memtier.errors import TransactionError, UnknownColumnError
 from memtier.hudi import HudiTable
 from memtier.io import open_fileio
 from memtier.tableserver.server import TableServer
@@ -138,6 +138,26 @@ def test_acknowledged_writes_are_readable_at_once(cluster: InProcessCluster, cli
     found = client.lookup("t", {"tenant": ["tenant-1", "tenant-0", "tenant-0"], "id": [51, 8, 7]})
     assert rows(found, COLUMNS) == [r for r in expected(*writes) if r[:2] in
                                     {("tenant-1", 51), ("tenant-0", 8)}]
+
+
+def test_table_servers_ship_only_the_rows_of_the_keys_a_read_filters_on(
+    cluster: InProcessCluster, client: Client
+) -> None:
+    create(client)
+    client.write("t", batch(range(40)))
+    client.write("t", batch(range(5), ts=2, tag="newer"))
+    instant = cluster.master.latest_commit("t")
+    shipped = pa.concat_tables(
+        s.read("t", as_of_instant=instant, columns=COLUMNS, key_filters=[("id", "in", [3, 30])])
+        for s in cluster.servers.values() if s.owned("t")
+    )
+    assert sorted(shipped.column("id").to_pylist()) == [3, 3, 30]  # both versions of 3: unmerged
+    with pytest.raises(UnknownColumnError, match="'ts'"):  # only key filters may run unmerged
+        owner = next(s for s in cluster.servers.values() if s.owned("t"))
+        owner.read("t", as_of_instant=instant, key_filters=[("ts", "=", 1)])
+    filtered = client.read("t", filters=[("tenant", "=", "tenant-1"), ("id", "=", 3)])
+    assert rows(filtered, COLUMNS) == [r for r in expected(batch(range(40)), batch(range(5), ts=2, tag="newer"))
+                                       if r[:2] == ("tenant-1", 3)]
 
 
 def test_transaction_rows_are_invisible_to_committed_readers_until_commit(client: Client) -> None:
