@@ -471,28 +471,44 @@ class TableServer:
             raise NotOwnerError(f"table {table!r} is not served by table server {self.server_id}")
         instants = []
         for t in tables:
-            instant = self._flush_table(t, seal=seal)
-            if instant is not None:
-                instants.append(instant)
+            if seal:
+                for group in list(t.groups.values()):
+                    with group.lock:
+                        group.seal_open()
+            more = True
+            while more:  # rounds of at most _flush_round_bytes, each its own commit
+                instant, more = self._flush_table(t)
+                if instant is not None:
+                    instants.append(instant)
         return instants
 
-    def _flush_table(self, t: _Table, *, seal: bool) -> str | None:
+    @property
+    def _flush_round_bytes(self) -> int:
+        """The most block bytes one flush commit takes: evicted blocks are read back from
+        their WAL to be flushed, so a backlog is flushed in rounds that fit in memory."""
+        return max(self.config.block_max_bytes, self.config.memory_budget // 4)
+
+    def _flush_table(self, t: _Table) -> tuple[str | None, bool]:
+        """Flush one round of ready blocks: the instant (None if nothing was ready) and
+        whether ready blocks were left for another round."""
         with t.flush_lock:
             snapshot = self._master.txn_snapshot()
             work: list[tuple[FileGroup, list[Block]]] = []
+            taken, limit, more = 0, self._flush_round_bytes, False
             for group in list(t.groups.values()):
-                if seal:
-                    with group.lock:
-                        group.seal_open()
                 ready = []
                 for block in group.unflushed():
                     if not block.sealed or not block.resolved(snapshot):
                         break  # blocks flush in order
+                    if taken and taken + block.nbytes > limit:
+                        more = True
+                        break
                     ready.append(block)
+                    taken += block.nbytes
                 if ready:
                     work.append((group, ready))
             if not work:
-                return None
+                return None, False
             changes = [c for c in (self._change(t, g, b, snapshot) for g, b in work) if c is not None]
             flushed = [FlushedBlock(g.key.partition, g.key.file_id, b[-1].block_id) for g, b in work]
             instant = self._commit_flush(t, changes, flushed)
@@ -504,7 +520,7 @@ class TableServer:
                 bucket = bucket_or_none(change.file_id)
                 if bucket is not None:
                     t.file_ids[(change.partition_path, bucket)] = change.file_id
-            return instant
+            return instant, more
 
     def _change(
         self, t: _Table, group: FileGroup, blocks: list[Block], snapshot: TxnSnapshot
