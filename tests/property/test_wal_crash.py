@@ -188,7 +188,7 @@ crash_cases = st.fixed_dictionaries(
 )
 
 
-def run_case(root: str, options: dict[str, str], case: dict[str, Any]) -> None:
+def run_case(root: str, options: dict[str, str], case: dict[str, Any], settle_s: float = 0.0) -> None:
     threads = case["threads"]
     files = min(case["files"], threads)
     # A block is sealed by its only producer, so only with one thread per file.
@@ -207,6 +207,7 @@ def run_case(root: str, options: dict[str, str], case: dict[str, Any]) -> None:
         kill_after=case["kill_after"],
         delay_s=case["delay_s"],
     )
+    time.sleep(settle_s)
     check_recovery(open_fileio(root, options or None), root, run, threads, files)
 
 
@@ -272,7 +273,9 @@ def test_sigkill_on_s3(s3_server: Any) -> None:
             "seal_at": [0] * 6,
             "seal_some": False,
         }
-        run_case(root, s3_server.storage_options, case)
+        # A PUT the killed writer had fully sent still lands after its death; recovery
+        # waits that out, as a table server's takeover does (a heartbeat timeout is seconds).
+        run_case(root, s3_server.storage_options, case, settle_s=1.0)
 
 
 # -- torn and damaged last frames, at every byte --------------------------------------------
