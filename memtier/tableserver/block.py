@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from memtier.io import FileIO
 from memtier.master.state import TxnSnapshot
@@ -29,6 +32,26 @@ class Frame:
     producer_id: bytes
     producer_seq: int
     batch: pa.RecordBatch
+    _ranges: dict[str, tuple[Any, Any]] = field(default_factory=dict, compare=False, repr=False)
+
+    def value_range(self, column: str) -> tuple[Any, Any]:
+        """(min, max) of ``column`` in this frame (None, None when all null); computed
+        once, for reads that skip frames by key."""
+        known = self._ranges.get(column)
+        if known is None:
+            bounds = pc.min_max(self.batch.column(column))
+            known = self._ranges[column] = (bounds["min"].as_py(), bounds["max"].as_py())
+        return known
+
+    def may_hold(self, column: str, values: Collection[Any]) -> bool:
+        """False only when no value of ``values`` can be in ``column`` of this frame."""
+        low, high = self.value_range(column)
+        if low is None:
+            return False
+        try:
+            return any(low <= v <= high for v in values)
+        except TypeError:  # values of another type: the filter itself decides
+            return True
 
 
 class Block:
