@@ -26,6 +26,10 @@ from memtier.io import join
 __all__ = ["FileGroupChange", "FileGroupPlan", "plan_file_group_write", "write_file_group"]
 
 _NULL_COMMIT = "null"  # what Hudi writes as prevCommit for a new file group
+#: Rows per log data block: a larger change is written as several blocks of the same
+#: instant in its log file (as Hudi splits blocks by size), which bounds the memory that
+#: encoding one block takes.
+LOG_BLOCK_ROWS = 100_000
 
 
 @dataclass(frozen=True)
@@ -106,7 +110,9 @@ def _write_log(meta: TableMeta, plan: FileGroupPlan, instant: str) -> tuple[int,
     if change.num_upserts:
         records = _records(meta, plan, instant, change.file_id)
         encode = avro_data_block if meta.config.log_block_format == "avro" else parquet_data_block
-        blocks.append(encode(records, meta.avro_schema_with_meta, instant))
+        for start in range(0, records.num_rows, LOG_BLOCK_ROWS):
+            chunk = records.slice(start, LOG_BLOCK_ROWS)
+            blocks.append(encode(chunk, meta.avro_schema_with_meta, instant))
     if change.num_deletes:
         partitions = pa.array([change.partition_path] * change.num_deletes, pa.string())
         ordering = meta.merge_spec.ordering_column

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from memtier.hudi import HudiTable
+from memtier.hudi import HudiTable, filegroup
 from tests.support.hudirs import hudi_rs_read, rows
 from tests.support.model import TableModel, project
 
@@ -76,8 +76,10 @@ def comparable(rows_: list[dict[str, Any]]) -> list[tuple]:
     ("MERGE_ON_READ", "avro", ["id"], []),
     ("COPY_ON_WRITE", "avro", ["id", "name"], ["region"]),
 ], ids=["mor-avro-complexkey", "mor-parquet", "mor-nonpartitioned", "cow"])
-def written(request: pytest.FixtureRequest, tmp_path):
-    """A table with four commits (inserts, updates incl. late data, deletes, more upserts)."""
+def written(request: pytest.FixtureRequest, tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """A table with four commits (inserts, updates incl. late data, deletes, more upserts);
+    log files hold several data blocks of one instant, as a large change writes them."""
+    monkeypatch.setattr(filegroup, "LOG_BLOCK_ROWS", 7)
     table_type, block_format, key, partitions = request.param
     path = str(tmp_path / "tbl")
     table = HudiTable.create(
