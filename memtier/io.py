@@ -22,7 +22,7 @@ import posixpath
 import threading
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, BinaryIO
 from urllib.parse import urlsplit
@@ -86,6 +86,17 @@ def relpath(base: str, path: str) -> str:
 def basename(path: str) -> str:
     """The last segment of a path or URI."""
     return posixpath.basename(path.rstrip("/"))
+
+
+#: What publishing writes take: one bytes-like object, or an iterable of them written in
+#: turn (a large file then never has to be joined in memory; a generator may even encode
+#: each piece only when the previous one is written).
+Bytes = bytes | bytearray | memoryview | pa.Buffer
+Data = Bytes | Iterable[Bytes]
+
+
+def _pieces(data: Data) -> Iterable[Bytes]:
+    return (data,) if isinstance(data, (bytes, bytearray, memoryview, pa.Buffer)) else data
 
 
 @dataclass(frozen=True)
@@ -190,11 +201,11 @@ class FileIO(ABC):
 
     # -- writing -------------------------------------------------------------------------
     @abstractmethod
-    def write_atomic(self, path: str, data: bytes) -> None:
+    def write_atomic(self, path: str, data: Data) -> None:
         """Publish ``data`` at ``path`` all at once and durably, replacing any old file."""
 
     @abstractmethod
-    def create_exclusive(self, path: str, data: bytes) -> None:
+    def create_exclusive(self, path: str, data: Data) -> None:
         """Publish ``data`` at ``path`` durably; :class:`AlreadyExistsError` if it exists."""
 
     @abstractmethod
@@ -420,18 +431,24 @@ class LocalFileIO(FileIO):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
 
-    def _write_temp(self, path: str, data: bytes) -> str:
+    def _write_temp(self, path: str, data: Data) -> str:
         local = _local_path(path)
         os.makedirs(os.path.dirname(local), exist_ok=True)
         tmp = _local_path(_temp_name(local))
-        with open(tmp, "wb") as f:
-            f.write(data)
+        try:
+            with open(tmp, "wb") as f:
+                for piece in _pieces(data):
+                    f.write(piece)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
         return tmp
 
-    def write_atomic(self, path: str, data: bytes) -> None:
+    def write_atomic(self, path: str, data: Data) -> None:
         self._publish(self._write_temp(path, data), path, exclusive=False)
 
-    def create_exclusive(self, path: str, data: bytes) -> None:
+    def create_exclusive(self, path: str, data: Data) -> None:
         if os.path.exists(_local_path(path)):
             raise AlreadyExistsError(f"already exists: {path}")
         self._publish(self._write_temp(path, data), path, exclusive=True)
@@ -523,8 +540,9 @@ def _s3_filesystem(options: Mapping[str, str]) -> pafs.S3FileSystem:
 class ObjectStoreFileIO(FileIO):
     """An object store through a ``pyarrow.fs`` filesystem.
 
-    A whole object appears at once on PUT, so ``write_atomic`` and ``open_output`` write
-    the object directly. There is no append (``supports_append`` is False: the WAL writes
+    A whole object appears at once on PUT: ``write_atomic`` and ``open_output`` gather the
+    bytes in memory and put them once complete, so a failed write publishes nothing (at the
+    cost of holding the file in memory). There is no append (``supports_append`` is False: the WAL writes
     one object per group commit instead) and ``rename`` is copy + delete. ``create_exclusive``
     is check-then-put: memtier's master is the only timeline writer, so it never races.
     """
@@ -587,30 +605,29 @@ class ObjectStoreFileIO(FileIO):
         except FileNotFoundError as e:
             raise NotFoundError(f"no such file: {path}") from e
 
-    def write_atomic(self, path: str, data: bytes) -> None:
-        try:
-            with self._fs.open_output_stream(self._p(path)) as f:
-                f.write(data)
-        except OSError as e:
-            raise StorageError(f"cannot write {path}: {e}") from e
+    def write_atomic(self, path: str, data: Data) -> None:
+        with self.open_output(path) as f:  # one object, published only when complete
+            for piece in _pieces(data):
+                f.write(piece)
 
-    def create_exclusive(self, path: str, data: bytes) -> None:
+    def create_exclusive(self, path: str, data: Data) -> None:
         if self.exists(path):
             raise AlreadyExistsError(f"already exists: {path}")
         self.write_atomic(path, data)
 
     @contextlib.contextmanager
     def open_output(self, path: str) -> Iterator[BinaryIO]:
-        # A multipart upload only becomes an object when it completes on close; an
-        # exception aborts it, so nothing is published.
-        stream = self._fs.open_output_stream(self._p(path))
+        # The bytes gather in memory and go up only on success: pyarrow cannot abort an
+        # upload it has started (closing the stream, even by garbage collection, completes
+        # it), so an object is never opened for a write that may fail.
+        buffer = pa.BufferOutputStream()
+        yield buffer  # type: ignore[misc]
+        data = buffer.getvalue()
         try:
-            yield stream  # type: ignore[misc]
-        except BaseException:
-            with contextlib.suppress(Exception):
-                stream.abort()
-            raise
-        stream.close()
+            with self._fs.open_output_stream(self._p(path)) as stream:
+                stream.write(data)
+        except OSError as e:
+            raise StorageError(f"cannot write {path}: {e}") from e
 
     def truncate(self, path: str, length: int) -> None:
         raise UnsupportedOperationError(f"object stores cannot truncate {path}")
@@ -733,12 +750,12 @@ class FsspecFileIO(FileIO):
         except FileNotFoundError as e:
             raise NotFoundError(f"no such file: {path}") from e
 
-    def write_atomic(self, path: str, data: bytes) -> None:
+    def write_atomic(self, path: str, data: Data) -> None:
         tmp = _temp_name(self._p(path))
-        self._fs.pipe_file(tmp, data)
+        self._fs.pipe_file(tmp, b"".join(_pieces(data)))
         self._fs.mv(tmp, self._p(path))
 
-    def create_exclusive(self, path: str, data: bytes) -> None:
+    def create_exclusive(self, path: str, data: Data) -> None:
         with self._lock:
             if self.exists(path):
                 raise AlreadyExistsError(f"already exists: {path}")
@@ -836,7 +853,7 @@ class HdfsFileIO(FsspecFileIO):
     def _hdfs_path(self, path: str) -> str:
         return urlsplit(path).path if "://" in path else path
 
-    def create_exclusive(self, path: str, data: bytes) -> None:
+    def create_exclusive(self, path: str, data: Data) -> None:
         from hdfs_native import WriteOptions
 
         try:
@@ -846,7 +863,8 @@ class HdfsFileIO(FsspecFileIO):
                 raise AlreadyExistsError(f"already exists: {path}") from e
             raise StorageError(f"cannot create {path}: {e}") from e
         with writer:
-            writer.write(data)
+            for piece in _pieces(data):
+                writer.write(piece)
             writer.hsync()
 
     def open_append(self, path: str) -> AppendFile:

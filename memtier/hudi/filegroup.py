@@ -8,6 +8,7 @@ the inflight instant can record it for rollback) and executed second
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -104,27 +105,31 @@ def _records(meta: TableMeta, plan: FileGroupPlan, instant: str, file_name: str)
 
 
 def _write_log(meta: TableMeta, plan: FileGroupPlan, instant: str) -> tuple[int, int]:
-    """Data block and/or delete block in a new log file; returns (size, blocks)."""
+    """Data blocks and/or a delete block in a new log file; returns (size, blocks)."""
     change = plan.change
-    blocks = []
-    if change.num_upserts:
-        records = _records(meta, plan, instant, change.file_id)
-        encode = avro_data_block if meta.config.log_block_format == "avro" else parquet_data_block
-        for start in range(0, records.num_rows, LOG_BLOCK_ROWS):
-            chunk = records.slice(start, LOG_BLOCK_ROWS)
-            blocks.append(encode(chunk, meta.avro_schema_with_meta, instant))
-    if change.num_deletes:
-        partitions = pa.array([change.partition_path] * change.num_deletes, pa.string())
-        ordering = meta.merge_spec.ordering_column
-        ordering_type = meta.physical.field(ordering).type if ordering else None
-        blocks.append(
-            delete_block(
+    sizes: list[int] = []
+
+    def blocks() -> Iterator[bytes | pa.Buffer]:
+        """Each block encoded only once the one before is written: one block in memory."""
+        if change.num_upserts:
+            records = _records(meta, plan, instant, change.file_id)
+            encode = avro_data_block if meta.config.log_block_format == "avro" else parquet_data_block
+            for start in range(0, records.num_rows, LOG_BLOCK_ROWS):
+                block = encode(records.slice(start, LOG_BLOCK_ROWS), meta.avro_schema_with_meta, instant)
+                sizes.append(len(block))
+                yield block
+        if change.num_deletes:
+            partitions = pa.array([change.partition_path] * change.num_deletes, pa.string())
+            ordering = meta.merge_spec.ordering_column
+            ordering_type = meta.physical.field(ordering).type if ordering else None
+            block = delete_block(
                 change.deleted_keys, partitions, instant, meta.avro_schema_with_meta, ordering_type
             )
-        )
-    data = b"".join(blocks)
-    meta.io.create_exclusive(join(meta.base_path, plan.relative_path), data)
-    return len(data), len(blocks)
+            sizes.append(len(block))
+            yield block
+
+    meta.io.create_exclusive(join(meta.base_path, plan.relative_path), blocks())
+    return sum(sizes), len(sizes)
 
 
 def _rewrite(meta: TableMeta, plan: FileGroupPlan, instant: str, visible: Timeline) -> tuple[int, int]:

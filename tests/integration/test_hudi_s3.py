@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from memtier.hudi import HudiTable
+from memtier.io import join, open_fileio
 from tests.interop.test_hudi_rs_reads_ours import DATA_COLUMNS, SCHEMA, comparable, make_row, to_arrow
 from tests.support.hudirs import hudi_rs_read, rows
 from tests.support.model import TableModel
@@ -50,3 +51,23 @@ def test_table_on_s3_reads_the_same_in_memtier_and_hudi_rs(s3_server, table_type
     assert first == rows(reopened.read(as_of=instants[0]), DATA_COLUMNS)
     ro = rows(hudi_rs_read(path, "read_optimized", storage_options=options), DATA_COLUMNS)
     assert ro == rows(reopened.read(mode="read_optimized"), DATA_COLUMNS)
+
+
+def test_a_write_that_fails_midway_publishes_nothing_on_s3(s3_server) -> None:
+    root = s3_server.uri("pieces", uuid.uuid4().hex[:8])
+    fileio = open_fileio(root, s3_server.storage_options)
+
+    def failing():
+        yield b"block 1"
+        raise RuntimeError("encoding block 2 failed")
+
+    with pytest.raises(RuntimeError, match="block 2"):
+        fileio.create_exclusive(join(root, "f.log"), failing())
+    assert not fileio.exists(join(root, "f.log"))
+    fileio.create_exclusive(join(root, "g.log"), iter([b"ab", b"cd"]))
+    assert fileio.read_bytes(join(root, "g.log")) == b"abcd"
+    with pytest.raises(RuntimeError, match="parquet writer"):
+        with fileio.open_output(join(root, "base.parquet")) as sink:
+            sink.write(b"PAR1 partial")
+            raise RuntimeError("parquet writer failed")
+    assert fileio.list_files(root) == [fileio.info(join(root, "g.log"))]

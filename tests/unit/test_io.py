@@ -30,6 +30,24 @@ def test_create_exclusive_refuses_existing_file(fileio: FileIO, any_root: str) -
     assert fileio.read_bytes(path) == b"one"
 
 
+def test_pieces_are_written_in_turn_and_a_failing_one_publishes_nothing(
+    fileio: FileIO, any_root: str
+) -> None:
+    path = join(any_root, "log", ".f_1.log.1_0-0-0")
+    fileio.create_exclusive(path, (piece for piece in [b"ab", pa.py_buffer(b"cd"), memoryview(b"e")]))
+    assert fileio.read_bytes(path) == b"abcde"
+
+    def failing():
+        yield b"block 1"
+        raise RuntimeError("encoding block 2 failed")
+
+    other = join(any_root, "log", ".f_1.log.2_0-0-0")
+    with pytest.raises(RuntimeError, match="block 2"):
+        fileio.create_exclusive(other, failing())
+    assert not fileio.exists(other)
+    assert not any(is_temp_file(f.name) for f in fileio.list_files(any_root))
+
+
 def test_open_output_publishes_only_on_success(fileio: FileIO, any_root: str) -> None:
     path = join(any_root, "out.parquet")
     with pytest.raises(RuntimeError):
