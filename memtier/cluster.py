@@ -14,9 +14,11 @@ address=...)`` places one on an existing Ray cluster, table servers spread over 
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -99,12 +101,25 @@ class MasterShell:
         return os.getpid()
 
 
+_PR_SET_THP_DISABLE = 41
+
+
+def _without_transparent_huge_pages() -> None:
+    """Turn transparent huge pages off for this process: the allocator returns freed
+    pages and takes them back all the time on the write path, and each time the kernel
+    zeroes a whole 2 MB page (16% of a table server's CPU in `perf`; bench/RESULTS.md)."""
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_THP_DISABLE, 1, 0, 0, 0)
+
+
 class TableServerShell:
     """A table-server actor: a :class:`TableServer` served over Flight, reporting to the
     master and doing its periodic work (sealing, flushing, evicting)."""
 
     def __init__(self, server_id: str, master_location: str, wal_root: str,
                  cluster: Mapping[str, str], server: Mapping[str, str] | None = None) -> None:
+        _without_transparent_huge_pages()
         config = load(ClusterConfig, cluster)
         self.server_id = server_id
         self._master = MasterProxy(master_location, token=config.token)

@@ -60,6 +60,13 @@ class RayHarness:
         _kill(self.cluster, f"ts-{index}")
 
 
+def test_table_server_processes_run_without_transparent_huge_pages(cluster: object) -> None:
+    pids = cluster.pids()  # type: ignore[attr-defined]
+    for name in (f"ts-{i}" for i in range(SERVERS)):
+        status = Path(f"/proc/{pids[name]}/status").read_text()
+        assert "THP_enabled:\t0" in status, name
+
+
 @pytest.mark.parametrize("seed", [11, 12])
 def test_random_scenarios_on_ray_actors(cluster: object, seed: int) -> None:
     table = f"scenario_{seed}_{uuid.uuid4().hex[:6]}"
