@@ -56,6 +56,7 @@ def status_report(address: str, status: Mapping[str, Any]) -> str:
             f"{s['heartbeat_age_s']:.1f} s ago",
             f"{human_bytes(s['memory_used'])} / {human_bytes(s['memory_budget'])}",
             f"{100 * s['memory_used'] / s['memory_budget']:.1f}%" if s["memory_budget"] else "-",
+            _ack_times(s.get("writes") or {}),
         )
         for sid, s in servers.items()
     ]
@@ -72,8 +73,8 @@ def status_report(address: str, status: Mapping[str, Any]) -> str:
     ]
     txns = status["open_transactions"]
     lines = [f"memtier cluster at {address}", "", f"Table servers: {len(servers)}"]
-    lines += _indent(render_table(("id", "address", "heartbeat", "memory used / budget", "used"),
-                                  server_rows, right=(2, 3, 4)))
+    lines += _indent(render_table(("id", "address", "heartbeat", "memory used / budget", "used",
+                                   "write ack p50 / p99"), server_rows, right=(2, 3, 4, 5)))
     lines += ["", f"Tables: {len(table_rows)}"]
     if table_rows:
         lines += _indent(render_table(
@@ -82,6 +83,13 @@ def status_report(address: str, status: Mapping[str, Any]) -> str:
         ))
     lines += ["", f"Open transactions: {len(txns)}" + (f" (ids {', '.join(map(str, txns))})" if txns else "")]
     return "\n".join(lines)
+
+
+def _ack_times(writes: Mapping[str, Any]) -> str:
+    """A server's recent write acknowledgement times, or '-' before its first write."""
+    if not writes.get("window"):
+        return "-"
+    return f"{writes['p50_ms']:.1f} / {writes['p99_ms']:.1f} ms"
 
 
 def _indent(lines: list[str]) -> list[str]:

@@ -530,6 +530,7 @@ class Master:
                     "heartbeat_age_s": round(now - info.last_heartbeat, 3),
                     "memory_used": info.status.get("memory_used", 0),
                     "memory_budget": info.memory_budget,
+                    "writes": info.status.get("writes", {}),
                     "tables": info.status.get("tables", {}),
                 }
                 for s, info in sorted(self._servers.items())

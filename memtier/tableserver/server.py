@@ -46,6 +46,7 @@ from memtier.io import FileIO, join, open_fileio, parent, relpath
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
 from memtier.tableserver.block import Block, Frame
 from memtier.tableserver.filegroup import FileGroup, FileGroupKey
+from memtier.tableserver.latency import LatencyWindow
 from memtier.tableserver.master_link import FlushedBlock, MasterLink
 from memtier.tableserver.memory import MemoryAccount
 from memtier.wal import GroupCommitter, delete_expired, list_wals
@@ -124,6 +125,7 @@ class TableServer:
         self._lock = threading.Lock()
         self._admission = threading.Lock()  # one write at a time makes room and takes it
         self.memory = MemoryAccount(self.config.memory_budget)
+        self.write_latency = LatencyWindow()
         self._snapshot = TxnSnapshot(1)
         self._appenders = ThreadPoolExecutor(8, thread_name_prefix="memtier-append")
         self._last_flush = time.monotonic()
@@ -228,6 +230,7 @@ class TableServer:
         rows in any WAL or in memory. A retry (same producer and sequence) is dropped for
         every file group that already holds it.
         """
+        started = time.perf_counter()
         t = self._table(table)
         batch = to_table(data)
         if batch.num_rows > self.config.max_batch_rows:
@@ -264,6 +267,7 @@ class TableServer:
         else:
             appended = list(self._appenders.map(append, pieces))
         rows = sum(appended)
+        self.write_latency.add(time.perf_counter() - started)
         return WriteAck(rows, batch.num_rows - rows, len(pieces), evicted)
 
     def _admit(self, incoming: int) -> int:
@@ -575,7 +579,8 @@ class TableServer:
 
     # == status ==========================================================================
     def status(self) -> dict[str, Any]:
-        """Memory, blocks and how far each table's unflushed data lags."""
+        """Memory, blocks, write acknowledgement times and how far each table's unflushed
+        data lags."""
         now = time.monotonic()
         with self._lock:
             tables = list(self._tables.values())
@@ -600,6 +605,7 @@ class TableServer:
             "memory_peak": self.memory.peak,
             "memory_budget": self.memory.budget,
             "wal": vars(self._committer.stats()),
+            "writes": self.write_latency.summary(),
             "tables": report,
         }
 

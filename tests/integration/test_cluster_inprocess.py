@@ -513,6 +513,8 @@ def test_status_reports_servers_memory_blocks_and_lag(cluster: InProcessCluster,
         assert reported["memory_used"] == server.memory.used > 0
         assert reported["memory_budget"] == cluster.config.memory_budget
         assert reported["tables"]["t"]["blocks"] == reported["tables"]["t"]["unflushed_blocks"] > 0
+        writes = reported["writes"]  # every server took a piece of the first write
+        assert writes["count"] >= 1 and 0 < writes["p50_ms"] <= writes["p99_ms"] <= writes["max_ms"]
     table = status["tables"]["t"]
     assert table["buckets"] == BUCKETS and table["latest_commit"] is None
     assert table["unflushed_rows"] == 40 and table["lag_s"] > 0

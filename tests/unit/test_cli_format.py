@@ -9,7 +9,10 @@ from memtier.cli_format import Console, human_bytes, human_seconds, render_table
 STATUS = {
     "servers": {
         "ts-0": {"location": "grpc://127.0.0.1:4001", "heartbeat_age_s": 0.25,
-                 "memory_used": 256 << 20, "memory_budget": 1 << 30, "tables": {}},
+                 "memory_used": 256 << 20, "memory_budget": 1 << 30, "tables": {},
+                 "writes": {"count": 40, "window": 40, "p50_ms": 1.234, "p99_ms": 7.5, "max_ms": 9.0}},
+        "ts-1": {"location": "grpc://127.0.0.1:4002", "heartbeat_age_s": 0.5,
+                 "memory_used": 0, "memory_budget": 1 << 30, "tables": {}, "writes": {"window": 0}},
     },
     "tables": {
         "orders": {"path": "/data/tables/orders", "buckets": 4, "latest_commit": "20261122121101951",
@@ -51,6 +54,9 @@ def test_status_report_shows_servers_tables_and_open_transactions() -> None:
     assert text.splitlines()[0] == "memtier cluster at grpc://127.0.0.1:4000"
     server = next(line for line in text.splitlines() if "ts-0" in line)
     assert "0.2 s ago" in server and "256.0 MiB / 1.0 GiB" in server and "25.0%" in server
+    assert server.rstrip().endswith("1.2 / 7.5 ms")
+    idle = next(line for line in text.splitlines() if "ts-1" in line)
+    assert idle.rstrip().endswith("-")  # no write yet
     orders = next(line for line in text.splitlines() if line.strip().startswith("orders"))
     assert "20261122121101951" in orders and "12,345" in orders and "1.5 s" in orders
     assert "(none yet)" in next(line for line in text.splitlines() if line.strip().startswith("fresh"))
