@@ -197,15 +197,16 @@ class Client:
             self._routes.pop(name, None)
             self._metas.pop(name, None)
 
+    # Calls that only look are retried while the master restarts, as reads and writes are.
     def list_tables(self) -> list[str]:
-        return self.master.list_tables()
+        return _retrying("list_tables", self.master.list_tables)
 
     def describe(self, name: str) -> dict[str, Any]:
-        return self.master.describe_table(name)
+        return _retrying(f"describe of {name}", lambda: self.master.describe_table(name))
 
     def status(self) -> dict[str, Any]:
         """Table servers, their memory and blocks, and each table's lag to the Hudi table."""
-        return self.master.status()
+        return _retrying("status", self.master.status)
 
     # == routing =========================================================================
     def _route(self, name: str, *, refresh: bool = False) -> _Routing:

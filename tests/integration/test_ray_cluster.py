@@ -104,6 +104,7 @@ def test_sigkill_during_a_write_stream_loses_no_acknowledged_row(
     wait_until(lambda: len(acked) >= 2000 or errors, "the stream to get going")
     name = "memtier-master" if victim == "master" else victim
     _kill(cluster, name)
+    assert client.describe(table)["name"] == table  # control calls wait out the restart too
     count = len(acked)
     wait_until(lambda: len(acked) >= count + 2000 or errors, "writes to go on after the restart")
     stop.set()
