@@ -14,6 +14,7 @@ the disk alone (this process appending and syncing, no transport) as the floor u
 
 Setup (actor start, server start, connection, one empty warm-up batch) is outside the timing.
 Ack latency of a batch runs from handing it to the transport to seeing its acknowledgement.
+Prints a table; writes bench/results/ceiling.json.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import pyarrow.flight as flight
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.batches import make_batches, summarize
+from bench.common import report
 
 Token = TypeVar("Token")
 ACK_BYTES = 8
@@ -216,10 +218,11 @@ def run_ceiling(batches: Sequence[pa.RecordBatch], root: Path, window: int,
                 path = root / f"{ceiling.__name__}-{w}-{r}.ipc"
                 cell_runs.append(ceiling(batches, path, w))
                 path.unlink()
-    return [_median(cell_runs) for cell_runs in runs]
+    return [median_run(cell_runs) for cell_runs in runs]
 
 
-def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median run by rows/s, with every run's rows/s."""
     ordered = sorted(runs, key=lambda run: run["rows_per_s"])
     return {**ordered[len(ordered) // 2], "rounds_rows_per_s": [r["rows_per_s"] for r in runs]}
 
@@ -265,8 +268,11 @@ def main() -> None:
         return
     batches = make_batches(args.batches, args.rows_per_batch)
     with scratch_dir(args.dir) as root:
-        for result in run_ceiling(batches, root, args.window, args.rounds):
-            print(result)
+        results = run_ceiling(batches, root, args.window, args.rounds)
+    keys = ["system", "batches", "rows_per_s", "mb_per_s", "ack_p50_ms", "ack_p99_ms"]
+    report("ceiling", ["system", "batches", "rows/s", "MB/s", "ack p50 ms", "ack p99 ms"],
+           [[r[k] for k in keys] for r in results],
+           {"window": args.window, "rounds": args.rounds, "results": results})
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+#: Where results go; MEMTIER_BENCH_RESULTS moves them (the smoke tests write elsewhere).
+RESULTS_DIR = Path(os.environ.get("MEMTIER_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
 
 BENCH_SCHEMA = pa.schema([
     ("key", pa.int64()),

@@ -60,7 +60,14 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.batches import arrow_bytes, digest, make_batches, percentiles_ms, summarize
-from bench.ceiling import SyncedFile, device_of, disk_ceiling, flight_ceiling, scratch_dir
+from bench.ceiling import (
+    SyncedFile,
+    device_of,
+    disk_ceiling,
+    flight_ceiling,
+    median_run,
+    scratch_dir,
+)
 from bench.common import print_table, report
 from bench.freshness import Reader, phase
 from bench.peers_report import peer_results
@@ -208,12 +215,7 @@ def round_robin(cells: Sequence[Cell], rounds: int, root: Path) -> list[dict[str
             cell_runs.append(cell(r))
             for leftover in root.glob("*.ipc"):
                 leftover.unlink()
-    return [_median(cell_runs) for cell_runs in runs]
-
-
-def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    ordered = sorted(runs, key=lambda run: run["rows_per_s"])
-    return {**ordered[len(ordered) // 2], "rounds_rows_per_s": [r["rows_per_s"] for r in runs]}
+    return [median_run(cell_runs) for cell_runs in runs]
 
 
 def paced(memtier: Memtier, batches: Sequence[pa.RecordBatch], best: dict[str, Any],

@@ -1,0 +1,42 @@
+"""Every benchmark runs end to end at a tiny size and writes its JSON report, so a change
+that breaks one is caught here rather than on the next measuring day. Sizes are far too
+small to mean anything: nothing is asserted about timings."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+RUNS = {
+    "hudi_write": ["-m", "bench.hudi_write", "--rows", "20000", "--repeat", "1"],
+    "hudi_read": ["-m", "bench.hudi_read", "--rows", "20000", "--repeat", "1"],
+    "avro_codec": ["bench/avro_codec.py", "--rows", "20000", "--repeat", "1", "--fastavro-rows", "500"],
+    "wal": ["-m", "bench.wal", "--seconds", "0.1", "--rounds", "1"],
+    "rpc": ["bench/rpc.py", "--seconds", "0.3", "--slice", "0.1", "--rows", "1000"],
+    "ceiling": ["bench/ceiling.py", "--batches", "4", "--rows-per-batch", "1000", "--rounds", "1"],
+    "freshness": ["-m", "bench.freshness", "--sizes", "2000", "--rows-per-batch", "1000",
+                  "--visible-batches", "2", "--cost-reads", "1"],
+    "ingest": ["-m", "bench.ingest", "--no-peers", "--batches", "4", "--rows-per-batch", "1000",
+               "--threads", "2", "--buckets", "1,2", "--rounds", "1", "--paced-seconds", "0.5",
+               "--budget", "1MB", "--budget-factor", "2", "--drain-seconds", "30",
+               "--peer-batches", "2", "--visible-batches", "2"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_benchmark_runs_and_reports(name: str, tmp_path: Path) -> None:
+    env = {**os.environ, "MEMTIER_BENCH_RESULTS": str(tmp_path)}
+    done = subprocess.run([sys.executable, *RUNS[name]], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / f"{name}.json").read_text())
+    assert report["rows"], report
