@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -12,7 +12,7 @@ import pyarrow as pa
 from memtier.errors import InvalidArgumentError
 from memtier.master.master import Master
 from memtier.master.state import TxnSnapshot
-from memtier.rpc import RpcClient
+from memtier.rpc.roles import ActionService, Proxy, no_result
 from memtier.tableserver.master_link import FlushedBlock, TableLocation
 
 __all__ = ["MasterProxy", "MasterService"]
@@ -26,13 +26,13 @@ def _schema(data: bytes) -> pa.Schema:
     return pa.ipc.read_schema(pa.py_buffer(data))
 
 
-class MasterService:
+class MasterService(ActionService):
     """Dispatches RPC control calls to a :class:`Master`."""
 
     def __init__(self, master: Master) -> None:
         self.master = master
         m = master
-        self._actions: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+        super().__init__("the master", {
             "create_table": lambda r: m.create_table(
                 r["name"], _schema(r["schema"]), r["record_key"],
                 ordering_field=r.get("ordering_field"), partition_fields=r.get("partition_fields"),
@@ -41,11 +41,11 @@ class MasterService:
                 log_block_format=r.get("log_block_format", "avro"),
             ),
             "register_table": lambda r: m.register_table(r["name"], r["path"], r.get("storage_options")),
-            "drop_table": lambda r: _none(m.drop_table(r["name"], purge=r.get("purge", False))),
+            "drop_table": lambda r: no_result(m.drop_table(r["name"], purge=r.get("purge", False))),
             "list_tables": lambda r: {"tables": m.list_tables()},
             "describe_table": lambda r: m.describe_table(r["name"]),
             "table_location": lambda r: vars(m.table_location(r["table"])),
-            "register_server": lambda r: _none(m.register_server(
+            "register_server": lambda r: no_result(m.register_server(
                 r["server_id"], r["location"], r["memory_budget"], r.get("max_batch_rows")
             )),
             "heartbeat": lambda r: m.heartbeat(
@@ -57,23 +57,17 @@ class MasterService:
             "abort_txn": lambda r: {"state": m.abort_txn(r["txn_id"])},
             "txn_snapshot": lambda r: m.txn_snapshot().to_dict(),
             "begin_flush": lambda r: {"instant": m.begin_flush(r["table"], r["server_id"])},
-            "flush_inflight": lambda r: _none(m.flush_inflight(r["table"], r["instant"], r["planned"])),
-            "complete_flush": lambda r: _none(m.complete_flush(
+            "flush_inflight": lambda r: no_result(m.flush_inflight(r["table"], r["instant"], r["planned"])),
+            "complete_flush": lambda r: no_result(m.complete_flush(
                 r["table"], r["instant"], r["stats"], [FlushedBlock.from_list(f) for f in r["flushed"]]
             )),
-            "abort_flush": lambda r: _none(m.abort_flush(r["table"], r["instant"])),
+            "abort_flush": lambda r: no_result(m.abort_flush(r["table"], r["instant"])),
             "flushed_blocks": lambda r: {"blocks": [f.to_list() for f in m.flushed_blocks(r["table"])]},
             "read_plan": lambda r: m.read_plan(r["table"]),
             "latest_commit": lambda r: {"instant": m.latest_commit(r["table"])},
             "status": lambda r: m.status(),
             "servers": lambda r: {"servers": m.servers()},
-        }
-
-    def handle_action(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
-        action = self._actions.get(name)
-        if action is None:
-            raise InvalidArgumentError(f"the master has no call {name!r}")
-        return action(request)
+        })
 
     def handle_put(self, request: dict[str, Any], data: pa.Table) -> dict[str, Any]:
         raise InvalidArgumentError("the master takes no data: write to the table servers")
@@ -82,19 +76,8 @@ class MasterService:
         raise InvalidArgumentError("the master serves no data: read from the table servers")
 
 
-def _none(_: Any) -> dict[str, Any]:
-    return {}
-
-
-class MasterProxy:
+class MasterProxy(Proxy):
     """A :class:`Master` in another process: the same calls, over RPC."""
-
-    def __init__(self, location: str, *, token: str | None = None, timeout: float | None = 60.0) -> None:
-        self.location = location
-        self._rpc = RpcClient(location, token=token, timeout=timeout)
-
-    def _call(self, action: str, /, **request: Any) -> dict[str, Any]:
-        return self._rpc.call(action, request)
 
     # catalog
     def create_table(
@@ -181,8 +164,3 @@ class MasterProxy:
     def servers(self) -> dict[str, str]:
         return self._call("servers")["servers"]
 
-    def close(self) -> None:
-        self._rpc.close()
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (MasterProxy, (self.location,), {"_rpc": self._rpc})

@@ -4,41 +4,34 @@ Flight gets); :class:`TableServerProxy` offers the same Python calls remotely.""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
-from memtier.errors import InvalidArgumentError
 from memtier.hudi.filters import Filter
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
-from memtier.rpc import RpcClient
+from memtier.rpc.roles import ActionService, Proxy, no_result
 from memtier.tableserver.server import TableServer, WriteAck
 
 __all__ = ["TableServerProxy", "TableServerService"]
 
 
-class TableServerService:
+class TableServerService(ActionService):
     """Dispatches RPC calls to a :class:`TableServer`."""
 
     def __init__(self, server: TableServer) -> None:
         self.server = server
         s = server
-        self._actions: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-            "acquire": lambda r: _none(s.acquire(r["table"], r["buckets"])),
-            "release": lambda r: _none(s.release(r["table"], r.get("buckets"))),
+        super().__init__("a table server", {
+            "acquire": lambda r: no_result(s.acquire(r["table"], r["buckets"])),
+            "release": lambda r: no_result(s.release(r["table"], r.get("buckets"))),
             "flush": lambda r: {"instants": s.flush(r.get("table"), seal=r.get("seal", False))},
             "status": lambda r: s.status(),
             "evict": lambda r: {"freed": s.evict()},
-            "fence_txn": lambda r: _none(s.fence_txn(r["txn_id"])),
+            "fence_txn": lambda r: no_result(s.fence_txn(r["txn_id"])),
             "ping": lambda r: {"server_id": s.server_id},
-        }
-
-    def handle_action(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
-        action = self._actions.get(name)
-        if action is None:
-            raise InvalidArgumentError(f"table servers have no call {name!r}")
-        return action(request)
+        })
 
     def handle_put(self, request: dict[str, Any], data: pa.Table) -> dict[str, Any]:
         ack = self.server.write(
@@ -58,16 +51,8 @@ class TableServerService:
         )
 
 
-def _none(_: Any) -> dict[str, Any]:
-    return {}
-
-
-class TableServerProxy:
+class TableServerProxy(Proxy):
     """A :class:`TableServer` in another process: the same calls, over RPC."""
-
-    def __init__(self, location: str, *, token: str | None = None, timeout: float | None = 60.0) -> None:
-        self.location = location
-        self._rpc = RpcClient(location, token=token, timeout=timeout)
 
     def write(self, table: str, data: Any, *, txn_id: int = AUTOCOMMIT,
               producer_id: bytes = bytes(16), producer_seq: int = 0) -> WriteAck:
@@ -106,8 +91,3 @@ class TableServerProxy:
     def ping(self) -> str:
         return self._rpc.call("ping", {})["server_id"]
 
-    def close(self) -> None:
-        self._rpc.close()
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (TableServerProxy, (self.location,), {"_rpc": self._rpc})

@@ -7,6 +7,7 @@ so it also proves each error class and message survive the wire.
 from __future__ import annotations
 
 import os
+import pickle
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from memtier.errors import (
     UnknownColumnError,
 )
 from memtier.io import open_fileio
+from memtier.master.service import MasterProxy
 from memtier.tableserver.service import TableServerProxy
 from memtier.wal import list_wals, read_wal
 from tests.support.hudirs import rows
@@ -307,5 +309,22 @@ def test_server_errors_keep_class_and_message_over_the_wire(tmp_path, case: str)
         with nothing_applied(cluster, client), pytest.raises(expected) as remote:
             proxy.write("t", data, txn_id=txn_id, producer_id=bytes(16), producer_seq=1)
         assert type(remote.value) is type(local.value) and str(remote.value) == str(local.value)
+    finally:
+        cluster.close()
+
+
+def test_an_unknown_call_is_refused_by_name_and_proxies_pickle(tmp_path) -> None:
+    cluster = RpcCluster(str(tmp_path))
+    try:
+        cluster.add_server("a")
+        master = MasterProxy(cluster.address)
+        server = TableServerProxy(cluster.endpoints["a"].location)
+        with pytest.raises(InvalidArgumentError, match="the master has no call 'vacuum'"):
+            master._call("vacuum")
+        with pytest.raises(InvalidArgumentError, match="a table server has no call 'vacuum'"):
+            server._call("vacuum")
+        copies = pickle.loads(pickle.dumps((master, server)))
+        assert [type(c) for c in copies] == [MasterProxy, TableServerProxy]
+        assert copies[0].servers() == {"a": server.location} and copies[1].ping() == "a"
     finally:
         cluster.close()
