@@ -25,6 +25,7 @@ __all__ = [
     "Filter",
     "key_buckets",
     "key_filters",
+    "pinned_values",
     "parse_partition_path",
     "partition_predicate",
     "to_expression",
@@ -134,12 +135,7 @@ def key_buckets(
 ) -> set[int] | None:
     """The buckets that can hold rows passing ``filters``, when they pin every record-key
     column with ``=`` or ``in``; None when they do not (or values do not fit the columns)."""
-    choices: dict[str, list[Any]] = {}
-    for column, op, value in filters:
-        if column in key_fields and op in ("=", "==", "in"):
-            values = list(value) if op == "in" else [value]
-            known = choices.get(column)
-            choices[column] = values if known is None else [v for v in known if v in values]
+    choices = pinned_values([f for f in filters if f[0] in key_fields])
     if any(f not in choices for f in key_fields):
         return None
     combinations = 1
@@ -157,6 +153,18 @@ def key_buckets(
         return set(KeyColumns.of(keys, key_fields).bucket_ids(num_buckets).tolist())
     except (pa.ArrowException, TypeError, ValueError, InvalidArgumentError):
         return None
+
+
+def pinned_values(filters: Sequence[Filter]) -> dict[str, list[Any]]:
+    """The values ``=`` and ``in`` filters allow, by column (several on one column allow
+    what they all allow; null matches nothing)."""
+    pinned: dict[str, list[Any]] = {}
+    for column, op, value in filters:
+        if op in ("=", "==", "in"):
+            values = [v for v in (value if op == "in" else [value]) if v is not None]
+            known = pinned.get(column)
+            pinned[column] = values if known is None else [v for v in known if v in values]
+    return pinned
 
 
 def _cross_product(columns: Sequence[list[Any]]) -> list[list[Any]]:

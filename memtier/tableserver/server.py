@@ -30,7 +30,7 @@ from memtier.errors import (
 )
 from memtier.hudi.filegroup import FileGroupChange
 from memtier.hudi.filenames import bucket_file_id, bucket_or_none
-from memtier.hudi.filters import Filter, to_expression, validate
+from memtier.hudi.filters import Filter, pinned_values, to_expression, validate
 from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.keys import KeyColumns
 from memtier.hudi.routing import all_unique, keep_latest, locate
@@ -396,7 +396,7 @@ class TableServer:
         ``key_filters`` (on record-key columns only) keep the rows of the keys they pass."""
         t = self._table(table)
         checked = validate(key_filters, t.meta.config.record_key_fields)
-        pinned = _pinned_values(checked)
+        pinned = pinned_values(checked)  # frames holding none of them are skipped
         wanted = set(buckets) if buckets is not None else None
         names = list(columns) if columns is not None else t.meta.physical.names
         schema = pa.schema([t.meta.physical.field(n) for n in names])
@@ -640,16 +640,6 @@ def _file_group_rows(meta: TableMeta, table: pa.Table) -> tuple[tuple[str, int, 
         KeyColumns.of(table, meta.config.record_key_fields)
         return (("", 0, None),)
     return locate(meta, table, integer_keys=False).groups
-
-
-def _pinned_values(filters: Sequence[Filter]) -> dict[str, list[Any]]:
-    """The values ``=`` and ``in`` filters allow, by column (frames holding none are skipped)."""
-    pinned: dict[str, list[Any]] = {}
-    for column, op, value in filters:
-        if op in ("=", "==", "in"):
-            values = [v for v in (value if op == "in" else [value]) if v is not None]
-            pinned[column] = values if column not in pinned else [v for v in pinned[column] if v in values]
-    return pinned
 
 
 def _repeated(runs: list[tuple[str, int]]) -> pa.DictionaryArray:

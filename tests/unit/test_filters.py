@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from memtier.hudi.filters import MAX_KEY_COMBINATIONS, key_buckets, key_filters
+from memtier.hudi.filters import MAX_KEY_COMBINATIONS, key_buckets, key_filters, pinned_values
 from memtier.hudi.keys import KeyColumns
 
 SCHEMA = pa.schema([("tenant", pa.string()), ("id", pa.int64()), ("v", pa.string())])
@@ -43,3 +43,8 @@ def test_ranges_values_of_another_type_and_huge_products_pin_nothing() -> None:
     assert key_buckets([("id", "=", "seven")], ["id"], SCHEMA, 4) is None
     many = list(range(MAX_KEY_COMBINATIONS + 1))
     assert key_buckets([("id", "in", many)], ["id"], SCHEMA, 4) is None
+
+
+def test_pinned_values_intersect_per_column_and_null_matches_nothing() -> None:
+    filters = [("id", "in", [1, 2, 3]), ("id", "=", 2), ("v", "=", None), ("id", ">", 0)]
+    assert pinned_values(filters) == {"id": [2], "v": []}
