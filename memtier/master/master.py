@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from memtier.errors import (
+    CommitFailedError,
     CommitStateUnknownError,
     InvalidArgumentError,
     TableExistsError,
@@ -32,10 +33,11 @@ from memtier.errors import (
 from memtier.hudi.commit import WriteStat
 from memtier.hudi.table import HudiTable
 from memtier.hudi.tablemeta import TableMeta
-from memtier.hudi.timeline import Instant, State, TimelineWriter, new_instant_time
+from memtier.hudi.timeline import COMMIT_ACTIONS, Instant, State, TimelineWriter, new_instant_time
 from memtier.hudi.writer import commit_metadata, rollback_instant, rollback_pending
 from memtier.io import join, open_fileio
 from memtier.master.assignment import ServerLoad, place, rebalance_move
+from memtier.master.commits import CommitLog, FileGroupRef
 from memtier.master.state import (
     ABORTED,
     COMMITTED,
@@ -128,6 +130,7 @@ class Master:
         self._last_instant: dict[str, str] = {}
         self._latest_commit: dict[str, str | None] = {}
         self._flushed: dict[str, tuple[str | None, dict[tuple[str, str], int]]] = {}
+        self._commit_logs: dict[str, CommitLog] = {}
         for name in list(self._state.tables):
             self._recover_table(name)
 
@@ -224,6 +227,7 @@ class Master:
             owners = self._owners(name)
             self._save(self._state.without_table(name))
             self._metas.pop(name, None)
+            self._commit_logs.pop(name, None)
         for server_id, buckets in owners.items():
             server = self._servers.get(server_id)
             if server is not None:
@@ -437,52 +441,110 @@ class Master:
         with self._lock:
             return self._state.snapshot()
 
-    # == the timeline ====================================================================
-    def begin_flush(self, table: str, server_id: str) -> str:
-        """A new deltacommit instant for one table server's flush (requested)."""
+    # == the commit path ================================================================
+    # Every instant any writer puts on a table's timeline goes through these calls:
+    # begin (requested) -> inflight (naming its files) -> complete, or abort (rollback).
+
+    def _commits(self, table: str) -> CommitLog:
+        with self._lock:
+            return self._commit_logs.setdefault(table, CommitLog())
+
+    def begin_commit(
+        self, table: str, action: str, *, owner: str,
+        file_groups: Sequence[FileGroupRef] = (), plan: bytes = b"",
+    ) -> str:
+        """A new instant of ``action`` on the table's timeline, requested (holding
+        ``plan``, e.g. a compaction plan); ``owner`` names the writer in conflict
+        reports, ``file_groups`` (partition, file id) are those it will write, as far
+        as it knows them yet."""
         meta = self._meta(table)
         with self._table_lock(table):
             timeline_last = meta.timeline().last_timestamp() or ""
             instant = new_instant_time(max(timeline_last, self._last_instant.get(table, "")) or None,
                                        lambda: _utc(self._clock()))
-            TimelineWriter(meta.io, meta.base_path).request(instant, "deltacommit")
+            TimelineWriter(meta.io, meta.base_path).request(instant, action, plan)
             self._last_instant[table] = instant
-        log.debug("flush %s of %s by %s requested", instant, table, server_id)
+            self._commits(table).begin(instant, action, owner, _refs(file_groups))
+        log.debug("%s %s of %s by %s requested", action, instant, table, owner)
         return instant
 
-    def flush_inflight(self, table: str, instant: str, planned: bytes) -> None:
+    def commit_inflight(
+        self, table: str, instant: str, planned: bytes = b"", file_groups: Sequence[FileGroupRef] = ()
+    ) -> None:
+        """Move a begun instant to inflight; ``planned`` names every file it will write
+        (what a rollback deletes), ``file_groups`` adds to those it touches."""
         meta = self._meta(table)
-        requested = Instant(instant, "deltacommit", State.REQUESTED)
-        TimelineWriter(meta.io, meta.base_path).inflight(requested, planned)
+        with self._table_lock(table):
+            commits = self._commits(table)
+            action = commits.pending(instant)
+            commits.touch(instant, _refs(file_groups))
+            TimelineWriter(meta.io, meta.base_path).inflight(Instant(instant, action, State.REQUESTED), planned)
+
+    def complete_commit(
+        self, table: str, instant: str, content: bytes, *,
+        file_groups: Sequence[FileGroupRef] = (), check_conflicts: bool = False,
+    ) -> None:
+        """Complete a begun, inflight instant with ``content`` (its commit metadata).
+
+        With ``check_conflicts`` (optimistic concurrency, as Hudi's): if another instant
+        touched one of its file groups since it began (completed since, or still
+        pending), it is rolled back instead (its files deleted, nothing visible) and
+        :class:`CommitFailedError` names the other instants. A failure writing the
+        completed file raises :class:`CommitStateUnknownError`.
+        """
+        meta = self._meta(table)
+        refs = _refs(file_groups)
+        with self._table_lock(table):
+            commits = self._commits(table)
+            action = commits.pending(instant)
+            if check_conflicts:
+                found = commits.conflicts(instant, refs)
+                if found:
+                    self._rollback_locked(table, meta, instant)
+                    raise CommitFailedError(
+                        f"{action} {instant} of {table} conflicts with concurrent writes and was rolled "
+                        f"back (nothing of it is visible): {'; '.join(found)}"
+                    )
+            inflight = Instant(instant, action, State.INFLIGHT)
+            try:
+                done = TimelineWriter(meta.io, meta.base_path).complete(inflight, content)
+            except Exception as e:
+                raise CommitStateUnknownError(f"completing {action} {instant} of {table} failed: {e}") from e
+            commits.complete(instant, refs)
+            if done.action in COMMIT_ACTIONS:
+                self._latest_commit[table] = max(self._latest_commit.get(table) or "", instant)
+
+    def abort_commit(self, table: str, instant: str) -> None:
+        """Roll a begun instant back (its files deleted; a rollback instant recorded)."""
+        meta = self._meta(table)
+        with self._table_lock(table):
+            self._rollback_locked(table, meta, instant)
+
+    def _rollback_locked(self, table: str, meta: TableMeta, instant: str) -> None:
+        self._commits(table).forget(instant)
+        timeline = meta.timeline()
+        for pending in timeline.pending(None):
+            if pending.timestamp == instant and pending.action != "rollback":
+                rollback_instant(meta, pending, timeline)
 
     def complete_flush(
         self, table: str, instant: str, stats: Sequence[Mapping[str, Any]], flushed: Sequence[FlushedBlock]
     ) -> None:
-        """Complete the flush's instant, recording its blocks in the commit metadata."""
+        """Complete a table server's flush (a deltacommit), recording its blocks in the
+        commit metadata so that none is flushed twice."""
         meta = self._meta(table)
         write_stats = [WriteStat.from_dict(dict(s)) for s in stats]
         extra = {FLUSHED_KEY: json.dumps([f.to_list() for f in flushed])}
         content = commit_metadata(meta, write_stats, "UPSERT", extra).to_json()
-        inflight = Instant(instant, "deltacommit", State.INFLIGHT)
-        try:
-            TimelineWriter(meta.io, meta.base_path).complete(inflight, content)
-        except Exception as e:
-            raise CommitStateUnknownError(f"completing flush {instant} of {table} failed: {e}") from e
+        touched = [(s.partition_path, s.file_id) for s in write_stats]
+        self.complete_commit(table, instant, content, file_groups=touched)
         with self._table_lock(table):
-            self._latest_commit[table] = max(self._latest_commit.get(table) or "", instant)
             cached = self._flushed.get(table)
             if cached is not None:
                 scanned, marks = cached
                 for block in flushed:
                     key = (block.partition, block.file_id)
                     marks[key] = max(marks.get(key, 0), block.block_id)
-
-    def abort_flush(self, table: str, instant: str) -> None:
-        meta = self._meta(table)
-        timeline = meta.timeline()
-        for pending in timeline.pending(("deltacommit",)):
-            if pending.timestamp == instant:
-                rollback_instant(meta, pending, timeline)
 
     def flushed_blocks(self, table: str) -> list[FlushedBlock]:
         """The last flushed block of each file group, from the completed flushes' metadata."""
@@ -550,6 +612,11 @@ class Master:
     def servers(self) -> dict[str, str]:
         with self._lock:
             return {s: info.location for s, info in self._servers.items()}
+
+
+def _refs(file_groups: Sequence[Sequence[str]]) -> list[FileGroupRef]:
+    """File groups as (partition, file id) tuples (RPC delivers them as lists)."""
+    return [(str(p), str(f)) for p, f in file_groups]
 
 
 def _utc(seconds: float) -> datetime:

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from memtier.errors import InvalidArgumentError
+from memtier.master.commits import FileGroupRef
 from memtier.master.master import Master
 from memtier.master.state import TxnSnapshot
 from memtier.rpc.roles import ActionService, Proxy, no_result
@@ -56,12 +57,20 @@ class MasterService(ActionService):
             "commit_txn": lambda r: {"state": m.commit_txn(r["txn_id"])},
             "abort_txn": lambda r: {"state": m.abort_txn(r["txn_id"])},
             "txn_snapshot": lambda r: m.txn_snapshot().to_dict(),
-            "begin_flush": lambda r: {"instant": m.begin_flush(r["table"], r["server_id"])},
-            "flush_inflight": lambda r: no_result(m.flush_inflight(r["table"], r["instant"], r["planned"])),
+            "begin_commit": lambda r: {"instant": m.begin_commit(
+                r["table"], r["action"], owner=r["owner"], file_groups=r["file_groups"], plan=r["plan"]
+            )},
+            "commit_inflight": lambda r: no_result(m.commit_inflight(
+                r["table"], r["instant"], r["planned"], r["file_groups"]
+            )),
+            "complete_commit": lambda r: no_result(m.complete_commit(
+                r["table"], r["instant"], r["content"], file_groups=r["file_groups"],
+                check_conflicts=r["check_conflicts"],
+            )),
+            "abort_commit": lambda r: no_result(m.abort_commit(r["table"], r["instant"])),
             "complete_flush": lambda r: no_result(m.complete_flush(
                 r["table"], r["instant"], r["stats"], [FlushedBlock.from_list(f) for f in r["flushed"]]
             )),
-            "abort_flush": lambda r: no_result(m.abort_flush(r["table"], r["instant"])),
             "flushed_blocks": lambda r: {"blocks": [f.to_list() for f in m.flushed_blocks(r["table"])]},
             "read_plan": lambda r: m.read_plan(r["table"]),
             "latest_commit": lambda r: {"instant": m.latest_commit(r["table"])},
@@ -133,20 +142,29 @@ class MasterProxy(Proxy):
     def txn_snapshot(self) -> TxnSnapshot:
         return TxnSnapshot.from_dict(self._call("txn_snapshot"))
 
-    # the timeline
-    def begin_flush(self, table: str, server_id: str) -> str:
-        return self._call("begin_flush", table=table, server_id=server_id)["instant"]
+    # the commit path
+    def begin_commit(self, table: str, action: str, *, owner: str,
+                     file_groups: Sequence[FileGroupRef] = (), plan: bytes = b"") -> str:
+        return self._call("begin_commit", table=table, action=action, owner=owner,
+                          file_groups=[list(g) for g in file_groups], plan=plan)["instant"]
 
-    def flush_inflight(self, table: str, instant: str, planned: bytes) -> None:
-        self._call("flush_inflight", table=table, instant=instant, planned=planned)
+    def commit_inflight(self, table: str, instant: str, planned: bytes = b"",
+                        file_groups: Sequence[FileGroupRef] = ()) -> None:
+        self._call("commit_inflight", table=table, instant=instant, planned=planned,
+                   file_groups=[list(g) for g in file_groups])
+
+    def complete_commit(self, table: str, instant: str, content: bytes, *,
+                        file_groups: Sequence[FileGroupRef] = (), check_conflicts: bool = False) -> None:
+        self._call("complete_commit", table=table, instant=instant, content=content,
+                   file_groups=[list(g) for g in file_groups], check_conflicts=check_conflicts)
+
+    def abort_commit(self, table: str, instant: str) -> None:
+        self._call("abort_commit", table=table, instant=instant)
 
     def complete_flush(self, table: str, instant: str, stats: Sequence[Mapping[str, Any]],
                        flushed: Sequence[FlushedBlock]) -> None:
         self._call("complete_flush", table=table, instant=instant, stats=[dict(s) for s in stats],
                    flushed=[f.to_list() for f in flushed])
-
-    def abort_flush(self, table: str, instant: str) -> None:
-        self._call("abort_flush", table=table, instant=instant)
 
     def flushed_blocks(self, table: str) -> list[FlushedBlock]:
         return [FlushedBlock.from_list(f) for f in self._call("flushed_blocks", table=table)["blocks"]]

@@ -48,16 +48,18 @@ class MasterLink(Protocol):
         """The last flushed block of every file group, from the timeline."""
         ...
 
-    def begin_flush(self, table: str, server_id: str) -> str:
-        """A new instant for one flush (requested on the timeline)."""
+    def begin_commit(self, table: str, action: str, *, owner: str,
+                     file_groups: Sequence[tuple[str, str]] = (), plan: bytes = b"") -> str:
+        """A new instant (requested on the timeline); see :meth:`Master.begin_commit`."""
         ...
 
-    def flush_inflight(self, table: str, instant: str, planned: bytes) -> None:
-        """Mark the flush inflight; ``planned`` is the commit metadata naming its files."""
+    def commit_inflight(self, table: str, instant: str, planned: bytes = b"",
+                        file_groups: Sequence[tuple[str, str]] = ()) -> None:
+        """Mark the instant inflight; ``planned`` is the commit metadata naming its files."""
         ...
 
     def complete_flush(
         self, table: str, instant: str, stats: Sequence[Mapping[str, Any]], flushed: Sequence[FlushedBlock]
     ) -> None: ...
 
-    def abort_flush(self, table: str, instant: str) -> None: ...
+    def abort_commit(self, table: str, instant: str) -> None: ...

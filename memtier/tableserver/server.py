@@ -559,19 +559,20 @@ class TableServer:
         """One deltacommit through the master: requested, inflight (naming the files),
         files written durably, completed with the flushed blocks recorded in it."""
         meta = t.meta
-        instant = self._master.begin_flush(t.name, self.server_id)
+        touched = [(c.partition_path, c.file_id) for c in changes]
+        instant = self._master.begin_commit(t.name, "deltacommit", owner=self.server_id, file_groups=touched)
         try:
             timeline = meta.timeline()
             view = FileSystemView.build(meta.io, meta.base_path, timeline)
             plans = plan_changes(meta, changes, view, instant)
-            self._master.flush_inflight(t.name, instant, planned_metadata(meta, plans, "UPSERT").to_json())
+            self._master.commit_inflight(t.name, instant, planned_metadata(meta, plans, "UPSERT").to_json())
             ensure_partition_metadata(meta, {p.change.partition_path for p in plans}, instant)
             stats = write_files(meta, plans, instant, timeline)
             self._master.complete_flush(t.name, instant, [s.to_dict() for s in stats], flushed)
         except BaseException:
             log.exception("flush %s of %s failed; rolling it back", instant, t.name)
             try:
-                self._master.abort_flush(t.name, instant)
+                self._master.abort_commit(t.name, instant)
             except Exception:  # the master rolls pending flushes back on its own restart
                 log.exception("could not roll back flush %s of %s", instant, t.name)
             raise

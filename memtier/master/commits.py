@@ -1,0 +1,120 @@
+"""What the master remembers of one table's recent instants, for optimistic conflict checks.
+
+Every instant a writer puts on a table's timeline (a table server's flush, a Spark
+backfill, a compaction, a clustering, a clean) is begun, planned and completed through
+the master, which is the timeline's only writer. A :class:`CommitLog` records which file
+groups each instant touches and in which order instants complete, so that a writer that
+asks for it can be refused at completion time, as Hudi's optimistic concurrency control
+refuses it: when another instant touched one of its file groups after it began (that
+instant completed since, or is still pending and will complete later).
+
+Pure bookkeeping, no I/O; it lives in the master's memory only. A restarted master rolls
+every pending instant back (so none of them can complete), which is why losing this log
+on a restart is safe: an instant it does not know can no longer complete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from memtier.errors import CommitFailedError
+
+__all__ = ["CommitLog", "FileGroupRef"]
+
+#: A file group: (partition path, file id).
+FileGroupRef = tuple[str, str]
+#: How many completed instants a log keeps for conflict checks; an instant that began
+#: before the oldest of them is refused at a checked completion (it cannot be proven
+#: free of conflicts). Flushes every few seconds keep ~10 hours.
+_KEEP_COMPLETED = 10_000
+
+
+@dataclass
+class _Pending:
+    action: str
+    owner: str
+    began_after: int  # the completion sequence number when it began
+    file_groups: set[FileGroupRef] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class _Completed:
+    sequence: int
+    instant: str
+    action: str
+    owner: str
+    file_groups: frozenset[FileGroupRef]
+
+
+class CommitLog:
+    """Pending and recently completed instants of one table (not thread-safe: the master
+    calls it under the table's lock)."""
+
+    def __init__(self) -> None:
+        self._sequence = 0
+        self._pending: dict[str, _Pending] = {}
+        self._completed: list[_Completed] = []
+        self._forgotten_upto = 0  # completions up to this sequence are no longer listed
+
+    def begin(self, instant: str, action: str, owner: str, file_groups: Iterable[FileGroupRef] = ()) -> None:
+        """Record a new pending instant (its requested file is on the timeline)."""
+        self._pending[instant] = _Pending(action, owner, self._sequence, set(file_groups))
+
+    def pending(self, instant: str) -> str:
+        """The action of a pending instant; :class:`CommitFailedError` when it is not
+        pending here (never begun through this master, already completed, rolled back,
+        or begun before the master restarted)."""
+        found = self._pending.get(instant)
+        if found is None:
+            raise CommitFailedError(
+                f"instant {instant} is not pending on the master (it completed, was rolled back, "
+                "or was begun before the master restarted); begin a new one"
+            )
+        return found.action
+
+    def touch(self, instant: str, file_groups: Iterable[FileGroupRef]) -> None:
+        """Add file groups a pending instant will write (known once it is planned)."""
+        self.pending(instant)
+        self._pending[instant].file_groups.update(file_groups)
+
+    def conflicts(self, instant: str, file_groups: Iterable[FileGroupRef]) -> list[str]:
+        """Descriptions of the instants that touched any of the file groups of
+        ``instant`` (those known so far and ``file_groups``) since it began: completed
+        after it began, or pending besides it."""
+        me = self._pending[instant]
+        mine = me.file_groups | set(file_groups)
+        found = []
+        if me.began_after < self._forgotten_upto:
+            found.append(f"{self._forgotten_upto - me.began_after} instants completed since {instant} "
+                         "began that the master no longer remembers")
+        for done in self._completed:
+            if done.sequence > me.began_after and done.file_groups & mine:
+                found.append(_describe(done.instant, done.action, done.owner, done.file_groups & mine))
+        for other, pending in self._pending.items():
+            if other != instant and pending.file_groups & mine:
+                found.append(_describe(other, pending.action, pending.owner, pending.file_groups & mine)
+                             + " (pending)")
+        return found
+
+    def complete(self, instant: str, file_groups: Iterable[FileGroupRef] = ()) -> None:
+        """The instant completed: later checks of instants begun before now see it."""
+        pending = self._pending.pop(instant)
+        self._sequence += 1
+        touched = frozenset(pending.file_groups | set(file_groups))
+        self._completed.append(_Completed(self._sequence, instant, pending.action, pending.owner, touched))
+        if len(self._completed) > _KEEP_COMPLETED:
+            dropped = self._completed[: len(self._completed) - _KEEP_COMPLETED]
+            self._forgotten_upto = dropped[-1].sequence
+            del self._completed[: len(dropped)]
+
+    def forget(self, instant: str) -> None:
+        """The instant was rolled back (or never got further than requested)."""
+        self._pending.pop(instant, None)
+
+
+def _describe(instant: str, action: str, owner: str, file_groups: Iterable[FileGroupRef]) -> str:
+    groups = sorted(file_groups)
+    shown = ", ".join(f"{p or '<root>'}/{f}" for p, f in groups[:3])
+    more = f" and {len(groups) - 3} more" if len(groups) > 3 else ""
+    return f"{action} {instant} by {owner} wrote file groups {shown}{more}"
