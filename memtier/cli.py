@@ -2,6 +2,7 @@
 
     memtier start  [--path DIR] [--table-servers N] [--config KEY=VALUE ...]
     memtier status [--address grpc://HOST:PORT] [--token T] [--json]
+    memtier compact|cluster|clean TABLE [--address ...] [--token T] [--no-wait]
     memtier demo   [--path DIR] [--seconds S] [--rows-per-batch N]
 
 Exit codes: 0 success; 1 the command ran and failed; 2 it could not run as asked (a
@@ -18,10 +19,14 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from memtier.cli_format import Console, status_report
+from memtier.cli_format import Console, service_line, status_report
 from memtier.config import ClusterConfig, check, load
 from memtier.errors import InvalidArgumentError, MemtierError, RpcError
+
+if TYPE_CHECKING:
+    from memtier.master.service import MasterProxy
 
 __all__ = ["main"]
 
@@ -61,13 +66,23 @@ def _parser() -> argparse.ArgumentParser:
                        help="cluster.*, tableserver.* and wal.* settings (see the README)")
     start.set_defaults(run=_start)
 
-    status = commands.add_parser("status", help="table servers, tables and open transactions of a cluster")
-    status.add_argument("--address", help="the master, grpc://HOST:PORT (default: $MEMTIER_CLUSTER_ADDRESS)")
-    status.add_argument("--token", help="the cluster token, if it has one (default: $MEMTIER_CLUSTER_TOKEN)")
+    status = commands.add_parser("status", help="table servers, tables, table services and open transactions")
+    _add_address(status)
     status.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    status.add_argument("--timeout", type=_positive(float), default=10.0, metavar="SECONDS",
-                        help="give up after this long (default: %(default)s)")
     status.set_defaults(run=_status)
+
+    for kind, command, text in (("compaction", "compact", "compact a table's file slices into new base files"),
+                                ("clustering", "cluster", "rewrite a table's partitions into one file group a bucket"),
+                                ("clean", "clean", "delete file slices retention no longer keeps")):
+        service = commands.add_parser(command, help=text)
+        service.add_argument("table", help="the table")
+        _add_address(service)
+        service.add_argument("--no-wait", action="store_true", help="queue it and return at once")
+        if kind == "clustering":
+            service.add_argument("--partition", action="append", dest="partitions", metavar="PATH",
+                                 help="a partition to cluster (repeatable; default: all)")
+            service.add_argument("--sort", default="", metavar="COL[,COL]", help="sort columns")
+        service.set_defaults(run=_service, kind=kind)
 
     demo = commands.add_parser("demo", help="stream upserts, watch freshness, read the Hudi table with hudi-rs")
     demo.add_argument("--path", help="where the demo's data goes (default: a new temporary directory)")
@@ -76,6 +91,13 @@ def _parser() -> argparse.ArgumentParser:
                       help="rows per write (default: %(default)s)")
     demo.set_defaults(run=_demo)
     return parser
+
+
+def _add_address(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--address", help="the master, grpc://HOST:PORT (default: $MEMTIER_CLUSTER_ADDRESS)")
+    command.add_argument("--token", help="the cluster token, if it has one (default: $MEMTIER_CLUSTER_TOKEN)")
+    command.add_argument("--timeout", type=_positive(float), default=10.0, metavar="SECONDS",
+                         help="give up on an unanswered call after this long (default: %(default)s)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -138,7 +160,7 @@ def _wait_for_stop_signal() -> None:
             signal.signal(sig, handler)
 
 
-def _status(args: argparse.Namespace) -> int:
+def _master(args: argparse.Namespace) -> tuple[str, MasterProxy]:
     from memtier.master.service import MasterProxy
 
     configured = load(ClusterConfig)
@@ -146,12 +168,45 @@ def _status(args: argparse.Namespace) -> int:
     if address is None:
         raise InvalidArgumentError("no address: pass --address grpc://HOST:PORT or set MEMTIER_CLUSTER_ADDRESS "
                                    "(memtier start prints it)")
+    return address, MasterProxy(address, token=args.token or configured.token, timeout=args.timeout)
+
+
+def _status(args: argparse.Namespace) -> int:
+    address, master = _master(args)
     try:
-        status = MasterProxy(address, token=args.token or configured.token, timeout=args.timeout).status()
+        status = master.status()
     except RpcError as e:
         print(f"memtier status: no memtier cluster answers: {e}", file=sys.stderr)
         return 2
     print(json.dumps({"address": address, **status}, indent=2) if args.json else status_report(address, status))
+    return 0
+
+
+def _service(args: argparse.Namespace) -> int:
+    """Plan a table service, then show its progress until it is done."""
+    from memtier.client import wait_for_task
+
+    _, master = _master(args)
+    console = Console()
+    options = {"partitions": args.partitions, "sort_columns": [c for c in args.sort.split(",") if c]} \
+        if args.kind == "clustering" else {}
+    try:
+        task = master.schedule_service(args.table, args.kind, **options)
+    except RpcError as e:
+        print(f"memtier {args.command}: no memtier cluster answers: {e}", file=sys.stderr)
+        return 2
+    if task is None:
+        console.step(f"{args.table}: nothing to do (no {args.kind} is due)")
+        return 0
+    console.step(f"{args.kind} {task['instant']} of {args.table} planned ({task['file_groups']} file groups)")
+    if args.no_wait:
+        console.note(f"queued as task {task['task_id']}; `memtier status` shows its progress")
+        return 0
+    done = wait_for_task(master, task, lambda t: console.live(service_line(t)))
+    console.end_live(service_line(done))
+    if done["state"] != "completed":
+        print(f"memtier {args.command}: {args.kind} failed: {done['error']}", file=sys.stderr)
+        return 1
     return 0
 
 

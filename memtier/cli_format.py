@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-__all__ = ["Console", "human_bytes", "human_seconds", "render_table", "status_report"]
+__all__ = ["Console", "human_bytes", "human_seconds", "render_table", "service_line", "status_report"]
 
 
 def human_bytes(n: float) -> str:
@@ -81,8 +81,37 @@ def status_report(address: str, status: Mapping[str, Any]) -> str:
             ("name", "path", "buckets", "latest Hudi commit", "unflushed rows", "lag"), table_rows,
             right=(2, 4, 5),
         ))
+    lines += _services_report(status["tables"])
     lines += ["", f"Open transactions: {len(txns)}" + (f" (ids {', '.join(map(str, txns))})" if txns else "")]
     return "\n".join(lines)
+
+
+def _services_report(tables: Mapping[str, Any]) -> list[str]:
+    """Each table's compaction debt, reads holding leases, and pending or running services."""
+    rows = []
+    for name, t in tables.items():
+        services = t.get("services") or {}
+        debt = services.get("debt") or {}
+        tasks = services.get("tasks") or []
+        rows.append((
+            name,
+            f"{debt.get('log_files', 0):,} files, {human_bytes(debt.get('log_bytes', 0))}" if debt else "-",
+            services.get("leases", 0),
+            ", ".join(service_line(task) for task in tasks) or "none",
+        ))
+    if not rows:
+        return []
+    return ["", "Table services:"] + _indent(render_table(
+        ("table", "compaction debt (log files waiting)", "leased reads", "pending / running"), rows, right=(2,),
+    ))
+
+
+def service_line(task: Mapping[str, Any]) -> str:
+    """``compaction 20261122... running 3/8 (svc-0)``: one table-service task."""
+    progress = f" {task['done']}/{task['total']}" if task.get("total") else ""
+    worker = f" ({task['worker']})" if task.get("worker") else ""
+    retry = f", attempt {task['attempts']}" if task.get("attempts", 0) > 1 else ""
+    return f"{task['kind']} {task['instant']} {task['state']}{progress}{worker}{retry}"
 
 
 def _ack_times(writes: Mapping[str, Any]) -> str:

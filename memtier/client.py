@@ -36,7 +36,7 @@ from memtier.hudi.cache import SliceCache
 from memtier.hudi.filters import Filter, key_buckets, key_filters, validate
 from memtier.hudi.keys import KeyColumns
 from memtier.hudi.merge import LogEntry
-from memtier.hudi.reader import read_columns, read_table
+from memtier.hudi.reader import normalize_instant, read_columns, read_table
 from memtier.hudi.schema import check_ordering_not_null, conform, to_table
 from memtier.hudi.slicereader import conform_columns
 from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
@@ -44,7 +44,7 @@ from memtier.io import open_fileio
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
 from memtier.tableserver.server import FILE_ID_COLUMN, PARTITION_COLUMN, WriteAck
 
-__all__ = ["Client", "MasterAPI", "ServerAPI", "Transaction", "WriteResult"]
+__all__ = ["Client", "MasterAPI", "ServerAPI", "Transaction", "WriteResult", "wait_for_task"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -62,7 +62,12 @@ class MasterAPI(Protocol):
     def drop_table(self, name: str, *, purge: bool = False) -> None: ...
     def list_tables(self) -> list[str]: ...
     def describe_table(self, name: str) -> dict[str, Any]: ...
-    def read_plan(self, table: str) -> dict[str, Any]: ...
+    def read_plan(self, table: str, as_of: str | None = None) -> dict[str, Any]: ...
+    def release_lease(self, lease: int) -> None: ...
+    def schedule_service(self, table: str, kind: str, *, partitions: Sequence[str] | None = None,
+                         sort_columns: Sequence[str] = ()) -> dict[str, Any] | None: ...
+    def service_task(self, task_id: int) -> dict[str, Any]: ...
+    def set_services(self, table: str, options: Mapping[str, str]) -> dict[str, str]: ...
     def begin_txn(self, table: str, writer: str, batch: str) -> dict[str, Any]: ...
     def commit_txn(self, txn_id: int) -> str: ...
     def abort_txn(self, txn_id: int) -> str: ...
@@ -399,7 +404,15 @@ class Client:
         return _retrying(f"read of {request.name}", lambda: self._read_once(request))
 
     def _read_once(self, r: _ReadRequest) -> pa.Table:
-        plan = self.master.read_plan(r.name)
+        as_of = normalize_instant(r.as_of, "as_of")
+        plan = self.master.read_plan(r.name, as_of)
+        try:  # the lease keeps cleaning off the file slices this read opens
+            return self._read_planned(r, plan)
+        finally:
+            if plan.get("lease") is not None:
+                self.master.release_lease(plan["lease"])
+
+    def _read_planned(self, r: _ReadRequest, plan: Mapping[str, Any]) -> pa.Table:
         meta = self._meta(r.name, plan)
         route = _Routing.of(plan)
         filters = validate(r.filters, [*META_FIELDS, *meta.schema.names])
@@ -458,8 +471,60 @@ class Client:
 
         return _retrying(f"flush of {name}", flush_all)
 
+    # == table services ==================================================================
+    def compact(self, name: str, *, wait: bool = True,
+                progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
+        """Compact every file slice of the table that has log files (into new base files,
+        which the read-optimized view and Trino then show); the task (its final state
+        with ``wait``), or None when there was nothing to compact. ``progress(task)`` is
+        called as the task moves."""
+        return self._service(name, "compaction", wait, progress)
+
+    def cluster(self, name: str, *, partitions: Sequence[str] | None = None, sort_columns: Sequence[str] = (),
+                wait: bool = True, progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
+        """Rewrite the file groups of ``partitions`` (all by default) into one per bucket,
+        sorted by ``sort_columns``; see :meth:`compact`."""
+        return self._service(name, "clustering", wait, progress, partitions=partitions, sort_columns=sort_columns)
+
+    def clean(self, name: str, *, wait: bool = True,
+              progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
+        """Delete file slices retention no longer keeps (never one a read holds); see
+        :meth:`compact`."""
+        return self._service(name, "clean", wait, progress)
+
+    def set_services(self, name: str, options: Mapping[str, str]) -> dict[str, str]:
+        """Set the table's own ``services.*`` policies (e.g. ``services.compaction-log-files``)."""
+        return self.master.set_services(name, options)
+
+    def _service(self, name: str, kind: str, wait: bool,
+                 progress: Callable[[dict[str, Any]], None] | None, **options: Any) -> dict[str, Any] | None:
+        task = self.master.schedule_service(name, kind, **options)
+        if task is None or not wait:
+            return task
+        return self.wait_service(task, progress)
+
+    def wait_service(self, task: dict[str, Any],
+                     progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Wait for a table-service task to complete or fail; its final state."""
+        return wait_for_task(self.master, task, progress)
+
     def close(self) -> None:
         self._pool.shutdown(wait=False)
+
+
+def wait_for_task(master: MasterAPI, task: dict[str, Any],
+                  progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Poll a table-service task until it completes or fails; its final state.
+    ``progress(task)`` sees each change of state or progress."""
+    seen = None
+    while True:
+        if progress is not None and (task["state"], task["done"], task["total"]) != seen:
+            seen = (task["state"], task["done"], task["total"])
+            progress(task)
+        if task["state"] in ("completed", "failed"):
+            return task
+        time.sleep(0.1)
+        task = master.service_task(task["task_id"])
 
 
 def _json_value(value: Any) -> bool:

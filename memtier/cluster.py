@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memtier.client import Client
-from memtier.config import ClusterConfig, TableServerConfig, WalConfig, load
+from memtier.compaction.worker import ServiceWorker
+from memtier.config import ClusterConfig, ServicesConfig, TableServerConfig, WalConfig, load
 from memtier.errors import InvalidArgumentError, MemtierError, RpcError
 from memtier.io import join
 from memtier.master.master import Master
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 
 NAMESPACE = "memtier"
 MASTER_NAME = "memtier-master"
+#: How often an idle table-service actor asks the master for work.
+_SERVICE_POLL_S = 0.5
 
 
 def _import_ray() -> Any:
@@ -78,7 +81,8 @@ class MasterShell:
     """The master actor: a :class:`Master` served over Flight, watching its servers."""
 
     def __init__(self, root: str, port: int, cluster: Mapping[str, str],
-                 storage_options: Mapping[str, str] | None = None) -> None:
+                 storage_options: Mapping[str, str] | None = None,
+                 services: Mapping[str, str] | None = None) -> None:
         config = load(ClusterConfig, cluster)
         token = config.token
         self.master = Master(
@@ -86,6 +90,7 @@ class MasterShell:
             connect=lambda _server_id, location: TableServerProxy(location, token=token),
             storage_options=storage_options,
             heartbeat_timeout=config.heartbeat_timeout.total_seconds(),
+            services=services,
         )
         self.rpc = RpcServer(MasterService(self.master), host=config.host, port=port, token=token).start()
         self._monitor = _Periodic("memtier-master-monitor", 1.0, self._watch)
@@ -93,6 +98,7 @@ class MasterShell:
     def _watch(self) -> None:
         self.master.check_servers()
         self.master.rebalance()
+        self.master.check_services()
 
     def location(self) -> str:
         return self.rpc.location
@@ -153,6 +159,34 @@ class TableServerShell:
         return _import_ray().get_runtime_context().get_node_id()
 
 
+class TableServiceShell:
+    """A table-service actor: a :class:`ServiceWorker` taking compactions, clusterings
+    and cleans from the master, on the CPUs this actor reserved."""
+
+    def __init__(self, worker_id: str, master_location: str, cluster: Mapping[str, str]) -> None:
+        config = load(ClusterConfig, cluster)
+        self.worker = ServiceWorker(worker_id, MasterProxy(master_location, token=config.token))
+        self.worker.start()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memtier-services", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.worker.run_once() is None:
+                    self._stop.wait(_SERVICE_POLL_S)
+            except Exception:  # the master restarting: try again shortly
+                log.exception("table-service worker %s: taking a task failed", self.worker.worker_id)
+                self._stop.wait(1.0)
+
+    def completed(self) -> int:
+        return self.worker.completed
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
 # == starting clusters ====================================================================
 
 
@@ -172,22 +206,24 @@ class LocalCluster:
     master: Any
     table_servers: dict[str, Any] = field(default_factory=dict)
     owns_ray: bool = False
+    table_services: dict[str, Any] = field(default_factory=dict)
 
     def client(self) -> Client:
         return connect(self.address, token=self.token)
 
     def pids(self) -> dict[str, int]:
-        """Worker process ids of the master and every table server (for crash tests)."""
+        """Worker process ids of the master, every table server and every table-service
+        actor (for crash tests)."""
         ray = _import_ray()
         pids = {MASTER_NAME: ray.get(self.master.pid.remote())}
-        for name, actor in self.table_servers.items():
+        for name, actor in {**self.table_servers, **self.table_services}.items():
             pids[name] = ray.get(actor.pid.remote())
         return pids
 
     def shutdown(self) -> None:
         """Stop the actors (and the Ray runtime, if this cluster started it)."""
         ray = _import_ray()
-        for actor in [*self.table_servers.values(), self.master]:
+        for actor in [*self.table_services.values(), *self.table_servers.values(), self.master]:
             try:
                 ray.kill(actor, no_restart=True)
             except Exception:  # already gone
@@ -214,8 +250,9 @@ def start_local(
     storage_options: Mapping[str, str] | None = None,
 ) -> LocalCluster:
     """Start an embedded Ray runtime and a cluster on it: tables and WALs under ``path``
-    (local disk by default). ``config`` takes the ``cluster.*``, ``tableserver.*`` and
-    ``wal.*`` keys of :mod:`memtier.config`."""
+    (local disk by default), with ``services.workers`` table-service actors (one by
+    default). ``config`` takes the ``cluster.*``, ``tableserver.*``, ``wal.*`` and
+    ``services.*`` keys of :mod:`memtier.config`."""
     ray = _import_ray()
     owns = not ray.is_initialized()
     if owns:
@@ -248,7 +285,9 @@ def start(
     options = dict(config or {})
     cluster_options = {k: v for k, v in options.items() if k.startswith("cluster.")}
     server_options = {k: v for k, v in options.items() if k.startswith(("tableserver.", "wal."))}
+    service_options = {k: v for k, v in options.items() if k.startswith("services.")}
     cluster_config = load(ClusterConfig, cluster_options)
+    services_config = load(ServicesConfig, service_options)
     if not path.startswith(("s3://", "hdfs://", "memory://")):
         path = os.path.abspath(path)
     port = _free_port(cluster_config.host)
@@ -256,7 +295,7 @@ def start(
     master = master_cls.options(
         name=f"{MASTER_NAME}-{uuid.uuid4().hex[:8]}", namespace=NAMESPACE, max_restarts=-1,
         max_task_retries=-1, num_cpus=0,
-    ).remote(path, port, cluster_options, storage_options)
+    ).remote(path, port, cluster_options, storage_options, service_options)
     address_of_master = ray.get(master.location.remote(), timeout=start_timeout)
     server_cls = ray.remote(TableServerShell)
     nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
@@ -277,10 +316,25 @@ def start(
             name, address_of_master, wal_root, cluster_options, server_options
         )
     ray.get([s.location.remote() for s in servers.values()], timeout=start_timeout)
-    cluster = LocalCluster(path, address_of_master, cluster_config.token, master, servers)
+    pool = _start_services(ray, address_of_master, cluster_options, services_config)
+    ray.get([a.pid.remote() for a in pool.values()], timeout=start_timeout)
+    cluster = LocalCluster(path, address_of_master, cluster_config.token, master, servers, table_services=pool)
     _CLUSTERS[address_of_master] = cluster
     _wait_for_servers(cluster, table_servers, start_timeout)
     return cluster
+
+
+def _start_services(
+    ray: Any, master: str, cluster_options: Mapping[str, str], config: ServicesConfig
+) -> dict[str, Any]:
+    """The table-service pool: ``services.workers`` actors, each reserving ``services.cpus``."""
+    actor_cls = ray.remote(TableServiceShell)
+    return {
+        f"svc-{i}": actor_cls.options(max_restarts=-1, max_task_retries=-1, num_cpus=config.cpus).remote(
+            f"svc-{i}", master, cluster_options
+        )
+        for i in range(config.workers)
+    }
 
 
 def _wait_for_servers(cluster: LocalCluster, count: int, timeout: float) -> None:

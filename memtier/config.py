@@ -23,6 +23,7 @@ __all__ = [
     "CONFIG_CLASSES",
     "ClusterConfig",
     "Setting",
+    "ServicesConfig",
     "SyncPolicy",
     "TableServerConfig",
     "WalConfig",
@@ -268,11 +269,97 @@ class ClusterConfig:
 
 
 # ======================================================================================
+# Table services
+# ======================================================================================
+
+
+@dataclass(frozen=True)
+class ServicesConfig:
+    """The table-service pool and its policies (per table, ``client.set_services``
+    overrides the cluster's values)."""
+
+    workers: int = setting(
+        "services.workers",
+        1,
+        int,
+        "table-service actors (compaction, clustering, cleaning) start_local and start run",
+    )
+    cpus: float = setting(
+        "services.cpus",
+        1.0,
+        float,
+        "CPUs each table-service actor reserves from Ray (its own, never the table servers')",
+    )
+    check_interval: timedelta = setting(
+        "services.check-interval",
+        timedelta(seconds=2),
+        parse_duration,
+        "how often the master looks for due compactions and cleans (and expired tasks)",
+    )
+    compaction_log_files: int = setting(
+        "services.compaction-log-files",
+        4,
+        int,
+        "a file slice is compacted once it has this many log files",
+    )
+    compaction_log_fraction: float = setting(
+        "services.compaction-log-fraction",
+        0.2,
+        float,
+        "... or once its log files hold this fraction of its base file's bytes",
+    )
+    compaction_debt_limit: int = setting(
+        "services.compaction-debt-limit",
+        256 << 20,
+        parse_size,
+        "log bytes waiting for compaction beyond which a table's compactions go before "
+        "any clustering or cleaning",
+    )
+    clean_retain_versions: int = setting(
+        "services.clean-retain-versions",
+        3,
+        int,
+        "file slices a clean keeps in each file group (the latest ones)",
+    )
+    clean_interval: timedelta = setting(
+        "services.clean-interval",
+        timedelta(minutes=1),
+        parse_duration,
+        "how often a table is cleaned (when it has anything to clean)",
+    )
+    lease_timeout: timedelta = setting(
+        "services.lease-timeout",
+        timedelta(minutes=10),
+        parse_duration,
+        "a read's lease on the file slices it reads lasts at most this long",
+    )
+    task_timeout: timedelta = setting(
+        "services.task-timeout",
+        timedelta(seconds=20),
+        parse_duration,
+        "a table-service task whose actor is silent this long is rolled back and run again",
+    )
+
+    def __post_init__(self) -> None:
+        if self.workers < 0 or self.cpus < 0:
+            raise InvalidArgumentError("services.workers and services.cpus cannot be negative")
+        if self.compaction_log_files < 1 or self.clean_retain_versions < 1:
+            raise InvalidArgumentError(
+                "services.compaction-log-files and services.clean-retain-versions must be at least 1"
+            )
+        if self.compaction_log_fraction <= 0:
+            raise InvalidArgumentError("services.compaction-log-fraction must be positive")
+        for name in ("check_interval", "clean_interval", "lease_timeout", "task_timeout"):
+            if getattr(self, name) <= timedelta(0):
+                raise InvalidArgumentError(f"ServicesConfig.{name} must be positive")
+
+
+# ======================================================================================
 # All settings
 # ======================================================================================
 
 #: Every config class, in the order the documentation lists them.
-CONFIG_CLASSES: tuple[type, ...] = (ClusterConfig, TableServerConfig, WalConfig)
+CONFIG_CLASSES: tuple[type, ...] = (ClusterConfig, TableServerConfig, WalConfig, ServicesConfig)
 
 
 def settings(cls: type) -> list[tuple[Setting, Any]]:

@@ -24,12 +24,15 @@ from memtier.errors import InvalidArgumentError, UnsupportedTableError
 from memtier.io import basename
 
 __all__ = [
+    "AVRO_NAMESPACE",
     "NULL_COMMIT",
     "CommitMetadata",
     "RollbackMetadata",
     "RollbackPlan",
     "WriteStat",
     "is_avro_container",
+    "read_single_record",
+    "write_single_record",
 ]
 
 #: ``prevCommit`` of a write stat that created its file group.
@@ -38,7 +41,7 @@ NULL_COMMIT = "null"
 UNKNOWN_OPERATION = "UNKNOWN"
 
 _AVRO_MAGIC = b"Obj\x01"
-_AVRO_NAMESPACE = "org.apache.hudi.avro.model"
+AVRO_NAMESPACE = "org.apache.hudi.avro.model"
 _COMMIT_RECORDS = ("HoodieCommitMetadata", "HoodieReplaceCommitMetadata")
 _RUNTIME_STATS = {"totalScanTime": 0, "totalUpsertTime": 0, "totalCreateTime": 0}
 
@@ -263,10 +266,10 @@ class CommitMetadata:
         """Decode an Avro container (table version 8); empty content is empty metadata."""
         if not data:
             return cls.empty()
-        record_name, record = _read_single_record(data)
+        record_name, record = read_single_record(data)
         if record_name not in _COMMIT_RECORDS:
             raise InvalidArgumentError(
-                f"Avro instant content holds {_AVRO_NAMESPACE}.{record_name}, not commit metadata"
+                f"Avro instant content holds {AVRO_NAMESPACE}.{record_name}, not commit metadata"
             )
         return cls._from_dict(record)
 
@@ -293,8 +296,8 @@ class CommitMetadata:
 # ======================================================================================
 
 
-def _read_single_record(data: bytes) -> tuple[str, dict[str, Any]]:
-    """(short record name, the one record) of an Avro object container file."""
+def read_single_record(data: bytes) -> tuple[str, dict[str, Any]]:
+    """(short record name, the one record) of an Avro object container file (an instant's content)."""
     try:
         reader = fastavro.reader(io.BytesIO(data))
         schema = reader.writer_schema
@@ -307,7 +310,8 @@ def _read_single_record(data: bytes) -> tuple[str, dict[str, Any]]:
     return name.rsplit(".", 1)[-1], records[0]
 
 
-def _write_single_record(schema: dict[str, Any], record: Mapping[str, Any]) -> bytes:
+def write_single_record(schema: dict[str, Any], record: Mapping[str, Any]) -> bytes:
+    """One record as an Avro object container file (codec null), as Hudi writes plans."""
     buffer = io.BytesIO()
     fastavro.writer(buffer, fastavro.parse_schema(schema), [record], codec="null")
     return buffer.getvalue()
@@ -318,7 +322,7 @@ _FILE_SIZES = ["null", {"type": "map", "values": "long"}]
 _INSTANT_INFO = {
     "type": "record",
     "name": "HoodieInstantInfo",
-    "namespace": _AVRO_NAMESPACE,
+    "namespace": AVRO_NAMESPACE,
     "fields": [
         {"name": "commitTime", "type": "string"},
         {"name": "action", "type": "string"},
@@ -329,7 +333,7 @@ _INSTANT_INFO = {
 ROLLBACK_PLAN_SCHEMA: dict[str, Any] = {
     "type": "record",
     "name": "HoodieRollbackPlan",
-    "namespace": _AVRO_NAMESPACE,
+    "namespace": AVRO_NAMESPACE,
     "fields": [
         {"name": "instantToRollback", "type": ["null", _INSTANT_INFO], "default": None},
         {
@@ -358,7 +362,7 @@ ROLLBACK_PLAN_SCHEMA: dict[str, Any] = {
 ROLLBACK_METADATA_SCHEMA: dict[str, Any] = {
     "type": "record",
     "name": "HoodieRollbackMetadata",
-    "namespace": _AVRO_NAMESPACE,
+    "namespace": AVRO_NAMESPACE,
     "fields": [
         {"name": "startRollbackTime", "type": "string"},
         {"name": "timeTakenInMillis", "type": "long"},
@@ -411,7 +415,7 @@ class RollbackPlan:
     files_to_delete: Mapping[str, tuple[str, ...]]
 
     def to_avro(self) -> bytes:
-        return _write_single_record(ROLLBACK_PLAN_SCHEMA, {
+        return write_single_record(ROLLBACK_PLAN_SCHEMA, {
             "instantToRollback": _instant_info(self.target_timestamp, self.target_action),
             "RollbackRequests": [
                 {
@@ -428,7 +432,7 @@ class RollbackPlan:
 
     @classmethod
     def from_avro(cls, data: bytes) -> RollbackPlan:
-        name, record = _read_single_record(data)
+        name, record = read_single_record(data)
         target = record.get("instantToRollback")
         if name != "HoodieRollbackPlan" or target is None:
             raise InvalidArgumentError(
@@ -456,7 +460,7 @@ class RollbackMetadata:
     time_taken_ms: int = -1  # Hudi's value when the duration is unknown
 
     def to_avro(self) -> bytes:
-        return _write_single_record(ROLLBACK_METADATA_SCHEMA, {
+        return write_single_record(ROLLBACK_METADATA_SCHEMA, {
             "startRollbackTime": self.start_rollback_time,
             "timeTakenInMillis": self.time_taken_ms,
             "totalFilesDeleted": sum(len(paths) for paths in self.deleted_files.values()),
@@ -477,7 +481,7 @@ class RollbackMetadata:
 
     @classmethod
     def from_avro(cls, data: bytes) -> RollbackMetadata:
-        name, record = _read_single_record(data)
+        name, record = read_single_record(data)
         if name != "HoodieRollbackMetadata":
             raise InvalidArgumentError(f"Avro content {name} is not rollback metadata")
         commits = record.get("commitsRollback") or []

@@ -20,7 +20,7 @@ from memtier.hudi.fsview import FileSlice
 from memtier.hudi.logformat import avro_data_block, delete_block, parquet_data_block
 from memtier.hudi.merge import LogEntry, merge_file_group
 from memtier.hudi.slicereader import read_slice
-from memtier.hudi.tablemeta import TableMeta
+from memtier.hudi.tablemeta import FILE_NAME, TableMeta
 from memtier.hudi.timeline import Timeline
 from memtier.io import join
 
@@ -77,7 +77,7 @@ def plan_file_group_write(
     """The file this change will write, or None when it changes nothing (deletes only,
     to a file group that does not exist)."""
     token = f"{task}-0-0"
-    if slice_ is None or slice_.is_empty:
+    if slice_ is None or (slice_.is_empty and not slice_.compaction_pending):
         if change.num_upserts == 0:
             return None
         name = BaseFile(change.file_id, token, instant).name
@@ -144,9 +144,8 @@ def _rewrite(meta: TableMeta, plan: FileGroupPlan, instant: str, visible: Timeli
         entries.append(LogEntry(deleted_keys=change.deleted_keys))
     merged = merge_file_group(current, entries, meta.merge_spec)
     assert merged is not None
-    index = merged.column_names.index("_hoodie_file_name")
     merged = merged.set_column(
-        index, "_hoodie_file_name", constant_column(plan.file_name, merged.num_rows)
+        merged.column_names.index(FILE_NAME), FILE_NAME, constant_column(plan.file_name, merged.num_rows)
     )
     if meta.integer_key is not None:
         merged = sort_by_key(merged, meta.integer_key)

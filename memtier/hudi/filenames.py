@@ -16,6 +16,7 @@ Anything else in a partition folder (``.hoodie_partition_metadata``, temporary f
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass
 
 from memtier.errors import InvalidArgumentError
@@ -28,6 +29,7 @@ __all__ = [
     "bucket_of_file_id",
     "bucket_or_none",
     "classify",
+    "new_bucket_file_id",
 ]
 
 _FILE_ID = r"[^._/]+"
@@ -166,6 +168,12 @@ def bucket_file_id(bucket: int) -> str:
     if not isinstance(bucket, int) or isinstance(bucket, bool) or not 0 <= bucket <= 99_999_999:
         raise InvalidArgumentError(f"bucket must be an int in [0, 99999999], got {bucket!r}")
     return f"{bucket:08d}-0000-0000-0000-000000000000-0"
+
+
+def new_bucket_file_id(bucket: int) -> str:
+    """A fresh file id of ``bucket`` (for a file group that replaces the bucket's current
+    one, e.g. by clustering): its eight digits, then the rest of a new UUID."""
+    return f"{bucket_file_id(bucket)[:8]}{str(uuid.uuid4())[8:]}-0"
 
 
 def bucket_of_file_id(file_id: str) -> int:

@@ -9,6 +9,10 @@ Built from one listing of the table's partitions and the timeline, following Hud
   pending compaction has no base file yet, so its logs extend the previous slice;
 * file groups replaced by a completed replacecommit (insert overwrite, clustering) vanish.
 
+The view also knows the file groups of pending compactions and clusterings (from their
+plans): a log file written while a compaction is pending belongs to the slice that
+compaction opens (:meth:`FileSystemView.slice_for_write`), as in Hudi.
+
 Blocks inside log files are filtered later, by the reader, against the same timeline.
 """
 
@@ -18,11 +22,13 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from memtier.hudi.filenames import BaseFile, LogFile, classify
-from memtier.hudi.timeline import Timeline
+from memtier.errors import InvalidArgumentError, NotFoundError
+from memtier.hudi.filenames import BaseFile, LogFile, bucket_or_none, classify, new_bucket_file_id
+from memtier.hudi.plans import ClusteringPlan, CompactionPlan
+from memtier.hudi.timeline import Instant, State, Timeline
 from memtier.io import FileInfo, FileIO, basename, join, parent, relpath
 
-__all__ = ["FileGroup", "FileSlice", "FileSystemView", "list_data_files"]
+__all__ = ["FileGroup", "FileSlice", "FileSystemView", "list_data_files", "pending_clustering"]
 
 _HOODIE_DIR = ".hoodie"
 
@@ -36,6 +42,21 @@ class FileSlice:
     base_instant: str
     base_file: BaseFile | None = None
     log_files: tuple[LogFile, ...] = ()
+    #: opened by a pending compaction: its base file is being written
+    compaction_pending: bool = False
+
+    @classmethod
+    def of_names(
+        cls, partition: str, file_id: str, base_file: str | None, log_files: Iterable[str],
+        base_instant: str | None = None,
+    ) -> FileSlice:
+        """The slice made of these files (names, as plans record them); its base instant
+        is the base file's, else the logs' (layout 1), unless given."""
+        base = BaseFile.parse(base_file) if base_file else None
+        logs = tuple(sorted((LogFile.parse(n) for n in log_files), key=LogFile.sort_key))
+        if base_instant is None:
+            base_instant = base.instant if base is not None else (logs[0].base_instant if logs else "")
+        return cls(partition, file_id, base_instant, base, logs)
 
     def base_file_path(self, base_path: str) -> str | None:
         if self.base_file is None:
@@ -69,6 +90,7 @@ class _Listing:
 
     base_files: list[BaseFile] = field(default_factory=list)
     log_files: list[LogFile] = field(default_factory=list)
+    sizes: dict[str, int] = field(default_factory=dict)  # file name -> bytes
 
 
 def list_data_files(io: FileIO, base_path: str) -> list[FileInfo]:
@@ -91,6 +113,7 @@ def _group_files(base_path: str, files: Iterable[FileInfo]) -> dict[tuple[str, s
             continue
         partition = relpath(base_path, parent(info.path))
         listing = groups[(partition, parsed.file_id)]
+        listing.sizes[parsed.name] = info.size
         if isinstance(parsed, BaseFile):
             listing.base_files.append(parsed)
         else:
@@ -105,6 +128,16 @@ class FileSystemView:
     base_path: str
     as_of: str | None
     file_groups: Mapping[tuple[str, str], FileGroup]
+    #: (partition, file id) -> instant of the pending compaction planned for it
+    pending_compaction: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    #: (partition, file id) -> instant of the pending clustering that rewrites it
+    pending_clustering: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    #: log files of slices opened by pending compactions, by file group
+    pending_logs: Mapping[tuple[str, str], tuple[LogFile, ...]] = field(default_factory=dict)
+    #: (partition, file name) -> bytes, for every data file listed
+    file_sizes: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    #: (partition, file id) -> the completed replacecommit that replaced the file group
+    replaced: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -115,15 +148,26 @@ class FileSystemView:
         as_of: str | None = None,
         partition_filter: Callable[[str], bool] | None = None,
         files: Iterable[FileInfo] | None = None,
+        *,
+        keep_replaced: bool = False,
     ) -> FileSystemView:
-        """List the table (unless ``files`` is given) and apply the timeline as of ``as_of``."""
+        """List the table (unless ``files`` is given) and apply the timeline as of ``as_of``.
+        With ``keep_replaced`` (for cleaning) replaced file groups stay in the view and
+        :attr:`replaced` says by which instant."""
         listing = _group_files(base_path, list_data_files(io, base_path) if files is None else files)
         visible = timeline if as_of is None else timeline.completed_as_of(as_of)
         replaced = _replaced_file_groups(io, base_path, visible)
         pending_compactions = {i.timestamp for i in timeline.pending(("compaction",))}
+        compacting = _pending_plans(io, base_path, timeline, "compaction", CompactionPlan.from_avro)
+        clustering = pending_clustering(io, base_path, timeline)
+        pending_logs = {
+            key: tuple(sorted((f for f in files_of_group.log_files if f.base_instant == compacting[key]),
+                              key=LogFile.sort_key))
+            for key, files_of_group in listing.items() if key in compacting
+        }
         groups: dict[tuple[str, str], FileGroup] = {}
         for (partition, file_id), files_of_group in sorted(listing.items()):
-            if (partition, file_id) in replaced:
+            if (partition, file_id) in replaced and not keep_replaced:
                 continue
             if partition_filter is not None and not partition_filter(partition):
                 continue
@@ -133,7 +177,36 @@ class FileSystemView:
             )
             if slices:
                 groups[(partition, file_id)] = FileGroup(partition, file_id, tuple(slices))
-        return cls(base_path, as_of, groups)
+        sizes = {(p, name): size for (p, _), files_of_group in listing.items()
+                 for name, size in files_of_group.sizes.items()}
+        return cls(base_path, as_of, groups, compacting, clustering, pending_logs, sizes, replaced)
+
+    def size_of(self, partition: str, name: str) -> int:
+        """Bytes of a listed data file (0 when it was not listed)."""
+        return self.file_sizes.get((partition, name), 0)
+
+    def slice_for_write(self, partition: str, file_id: str) -> FileSlice | None:
+        """The slice a new log file of the file group joins: the latest, or the one a
+        pending compaction opened (no base file yet) when there is one."""
+        instant = self.pending_compaction.get((partition, file_id))
+        if instant is not None:
+            logs = self.pending_logs.get((partition, file_id), ())
+            return FileSlice(partition, file_id, instant, None, logs, compaction_pending=True)
+        return self.latest_slice(partition, file_id)
+
+    def current_group(self, partition: str, file_id: str) -> str:
+        """The file id that holds the rows of ``file_id`` now: itself, or when a
+        clustering replaced it, the file group of the same bucket in the partition
+        (a fresh id for the bucket when there is none)."""
+        if (partition, file_id) not in self.replaced:
+            return file_id
+        bucket = bucket_or_none(file_id)
+        if bucket is None:
+            return file_id
+        for p, candidate in self.file_groups:
+            if p == partition and bucket_or_none(candidate) == bucket:
+                return candidate
+        return new_bucket_file_id(bucket)
 
     def latest_slices(self) -> list[FileSlice]:
         return [g.latest for g in self.file_groups.values()]
@@ -146,12 +219,37 @@ class FileSystemView:
         return group.latest if group is not None else None
 
 
-def _replaced_file_groups(io: FileIO, base_path: str, visible: Timeline) -> set[tuple[str, str]]:
-    replaced: set[tuple[str, str]] = set()
+def pending_clustering(io: FileIO, base_path: str, timeline: Timeline) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> instant of each file group a pending clustering rewrites
+    (read from the plans alone: no listing of the table)."""
+    return _pending_plans(io, base_path, timeline, "replacecommit", ClusteringPlan.from_avro)
+
+
+def _pending_plans(
+    io: FileIO, base_path: str, timeline: Timeline, action: str,
+    decode: Callable[[bytes], CompactionPlan | ClusteringPlan],
+) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> instant, for the file groups of every pending ``action``
+    whose requested file holds a plan ``decode`` reads (other requests are skipped)."""
+    found: dict[tuple[str, str], str] = {}
+    for instant in timeline.pending((action,)):
+        requested = timeline.instant_path(base_path, Instant(instant.timestamp, action, State.REQUESTED))
+        try:
+            content = io.read_bytes(requested)
+            plan = decode(content) if content else None
+        except (InvalidArgumentError, NotFoundError):
+            plan = None  # an insert overwrite's request, or a plan that moved on
+        if plan is not None:
+            found.update(dict.fromkeys(plan.file_groups(), instant.timestamp))
+    return found
+
+
+def _replaced_file_groups(io: FileIO, base_path: str, visible: Timeline) -> dict[tuple[str, str], str]:
+    replaced: dict[tuple[str, str], str] = {}
     for instant in visible.completed(("replacecommit",)):
         metadata = visible.read_commit_metadata(io, base_path, instant)
         for partition, file_ids in metadata.partition_to_replace_file_ids.items():
-            replaced.update((partition, f) for f in file_ids)
+            replaced.update(dict.fromkeys(((partition, f) for f in file_ids), instant.timestamp))
     return replaced
 
 

@@ -163,7 +163,7 @@ def read_table(
     )
     view = FileSystemView.build(meta.io, meta.base_path, timeline, as_of=point, partition_filter=predicate)
     slices = view.latest_slices()
-    extra = extra or {}
+    extra = _current_groups(extra or {}, view)
     known = {(s.partition_path, s.file_id) for s in slices}
     slices += [
         FileSlice(partition, file_id, "")
@@ -189,6 +189,22 @@ def read_table(
     if expression is not None:
         result = result.filter(expression)
     return _to_logical(result.select(wanted), meta)
+
+
+def _current_groups(
+    extra: Mapping[tuple[str, str], Sequence[LogEntry]], view: FileSystemView
+) -> dict[tuple[str, str], list[LogEntry]]:
+    """``extra`` keyed by the file groups that hold those rows now: rows a table server
+    holds for a file group a clustering replaced belong to its bucket's new file group
+    (after that group's own extra rows from before: they were written first)."""
+    moved: dict[tuple[str, str], list[LogEntry]] = {}
+    for (partition, file_id), entries in extra.items():
+        current = (partition, view.current_group(partition, file_id))
+        if current == (partition, file_id):
+            moved.setdefault(current, []).extend(entries)
+        else:
+            moved[current] = [*entries, *moved.get(current, [])]
+    return moved
 
 
 def _to_logical(table: pa.Table, meta: TableMeta) -> pa.Table:

@@ -23,6 +23,7 @@ __all__ = ["ARROW_SCHEMA_KEY", "RECORD_KEY", "TableMeta"]
 ARROW_SCHEMA_KEY = "hoodie.memtier.arrow.schema"
 RECORD_KEY = "_hoodie_record_key"
 COMMIT_TIME = "_hoodie_commit_time"
+FILE_NAME = "_hoodie_file_name"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ by :meth:`TimelineWriter.resume_rollback` on the pending rollback instant:
 
 1. ``<t>.rollback.requested`` holds the plan (target instant, data files to delete);
 2. the data files are deleted (a file already gone is fine);
-3. the target's requested/inflight files are deleted;
+3. the target's requested/inflight files are deleted (a compaction's inflight only: it
+   goes back to requested, to be executed again);
 4. ``<t>.rollback.inflight`` (empty) is created unless present;
 5. ``<t>.rollback`` (Avro ``HoodieRollbackMetadata``) is created: the rollback is done.
 """
@@ -37,6 +38,7 @@ from memtier.io import FileIO, join, relpath
 
 __all__ = [
     "COMMIT_ACTIONS",
+    "RE_EXECUTED",
     "Instant",
     "State",
     "Timeline",
@@ -50,6 +52,9 @@ __all__ = [
 #: Actions whose completion makes data visible.
 COMMIT_ACTIONS = ("commit", "deltacommit", "replacecommit")
 ROLLBACK = "rollback"
+#: Actions whose rollback returns them to requested, as Hudi does: a compaction plan is
+#: never dropped (log files written after it was requested already belong to its slice).
+RE_EXECUTED = ("compaction",)
 
 # Pending actions that complete under another name (Hudi's "comparable action").
 _COMPLETES_AS = {
@@ -377,7 +382,11 @@ class TimelineWriter:
                 except InvalidArgumentError as e:
                     raise CorruptFileError(requested_path, 0, f"plan deletes {e}") from e
                 self.io.delete(path)
-        self.remove_pending(Instant(plan.target_timestamp, plan.target_action, State.REQUESTED))
+        target = Instant(plan.target_timestamp, plan.target_action, State.REQUESTED)
+        if target.action in RE_EXECUTED:  # back to requested: the plan is executed again
+            self.io.delete(self._path(target.with_state(State.INFLIGHT)))
+        else:
+            self.remove_pending(target)
         inflight = rollback.with_state(State.INFLIGHT)
         if not self.io.exists(self._path(inflight)):
             self._create(inflight, b"")

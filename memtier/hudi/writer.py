@@ -85,16 +85,23 @@ def _existing_buckets(view: FileSystemView) -> dict[tuple[str, int], str]:
 
 
 def commit_metadata(
-    meta: TableMeta, stats: Sequence[WriteStat], operation: str, extra: dict[str, str] | None = None
+    meta: TableMeta, stats: Sequence[WriteStat], operation: str, extra: dict[str, str] | None = None,
+    *, compacted: bool = False, replaced: Sequence[tuple[str, str]] = (),
 ) -> CommitMetadata:
-    """The commit's metadata: one write stat per file, the schema, ``extra`` keys."""
+    """The commit's metadata: one write stat per file, the schema, ``extra`` keys;
+    ``compacted`` for a compaction, ``replaced`` (partition, file id) for a replacecommit."""
     by_partition: dict[str, list[WriteStat]] = {}
     for stat in stats:
         by_partition.setdefault(stat.partition_path, []).append(stat)
+    replaced_ids: dict[str, list[str]] = {}
+    for partition, file_id in replaced:
+        replaced_ids.setdefault(partition, []).append(file_id)
     return CommitMetadata(
         partition_to_write_stats={p: tuple(s) for p, s in by_partition.items()},
         extra_metadata={"schema": json.dumps(meta.avro_schema), **(extra or {})},
         operation_type=operation,
+        compacted=compacted,
+        partition_to_replace_file_ids={p: tuple(ids) for p, ids in replaced_ids.items()},
     )
 
 
@@ -109,7 +116,7 @@ def plan_changes(
     """One file to write per change that changes anything."""
     plans = []
     for task, change in enumerate(changes):
-        slice_ = view.latest_slice(change.partition_path, change.file_id)
+        slice_ = view.slice_for_write(change.partition_path, change.file_id)
         plan = plan_file_group_write(meta, change, slice_, instant, task)
         if plan is not None:
             plans.append(plan)

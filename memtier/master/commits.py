@@ -15,12 +15,12 @@ on a restart is safe: an instant it does not know can no longer complete.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from memtier.errors import CommitFailedError
 
-__all__ = ["CommitLog", "FileGroupRef"]
+__all__ = ["CommitLog", "FileGroupRef", "can_conflict"]
 
 #: A file group: (partition path, file id).
 FileGroupRef = tuple[str, str]
@@ -28,6 +28,16 @@ FileGroupRef = tuple[str, str]
 #: before the oldest of them is refused at a checked completion (it cannot be proven
 #: free of conflicts). Flushes every few seconds keep ~10 hours.
 _KEEP_COMPLETED = 10_000
+
+
+#: Pairs of actions that never conflict on a file group: a compaction rewrites the slice
+#: a log write saw, while the log write's file joins the next slice (Hudi's rule).
+_COMPATIBLE = {frozenset({"deltacommit", "compaction"})}
+
+
+def can_conflict(action: str, other: str) -> bool:
+    """Whether two instants of these actions touching one file group conflict."""
+    return frozenset({action, other}) not in _COMPATIBLE
 
 
 @dataclass
@@ -78,24 +88,39 @@ class CommitLog:
         self.pending(instant)
         self._pending[instant].file_groups.update(file_groups)
 
-    def conflicts(self, instant: str, file_groups: Iterable[FileGroupRef]) -> list[str]:
+    def conflicts(
+        self, instant: str, file_groups: Iterable[FileGroupRef], actions: Collection[str] | None = None
+    ) -> list[str]:
         """Descriptions of the instants that touched any of the file groups of
         ``instant`` (those known so far and ``file_groups``) since it began: completed
-        after it began, or pending besides it."""
+        after it began, or pending besides it. Only instants of ``actions`` count (None:
+        any), and never a pair that cannot conflict (:func:`can_conflict`)."""
         me = self._pending[instant]
         mine = me.file_groups | set(file_groups)
+
+        def counts(action: str) -> bool:
+            return (actions is None or action in actions) and can_conflict(me.action, action)
+
         found = []
         if me.began_after < self._forgotten_upto:
             found.append(f"{self._forgotten_upto - me.began_after} instants completed since {instant} "
                          "began that the master no longer remembers")
         for done in self._completed:
-            if done.sequence > me.began_after and done.file_groups & mine:
+            if done.sequence > me.began_after and done.file_groups & mine and counts(done.action):
                 found.append(_describe(done.instant, done.action, done.owner, done.file_groups & mine))
         for other, pending in self._pending.items():
-            if other != instant and pending.file_groups & mine:
+            if other != instant and pending.file_groups & mine and counts(pending.action):
                 found.append(_describe(other, pending.action, pending.owner, pending.file_groups & mine)
                              + " (pending)")
         return found
+
+    def pending_file_groups(self) -> set[FileGroupRef]:
+        """File groups some pending instant touches (or will)."""
+        return {g for pending in self._pending.values() for g in pending.file_groups}
+
+    def pending_instants(self) -> dict[str, str]:
+        """Pending instants and their actions."""
+        return {instant: pending.action for instant, pending in self._pending.items()}
 
     def complete(self, instant: str, file_groups: Iterable[FileGroupRef] = ()) -> None:
         """The instant completed: later checks of instants begun before now see it."""

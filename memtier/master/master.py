@@ -10,6 +10,7 @@ table server answers them by calling back into the master.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -22,6 +23,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
+from memtier.config import ServicesConfig, load
 from memtier.errors import (
     CommitFailedError,
     CommitStateUnknownError,
@@ -38,6 +40,7 @@ from memtier.hudi.writer import commit_metadata, rollback_instant, rollback_pend
 from memtier.io import join, open_fileio
 from memtier.master.assignment import ServerLoad, place, rebalance_move
 from memtier.master.commits import CommitLog, FileGroupRef
+from memtier.master.services import TableServices
 from memtier.master.state import (
     ABORTED,
     COMMITTED,
@@ -110,9 +113,11 @@ class Master:
         storage_options: Mapping[str, str] | None = None,
         heartbeat_timeout: float = 5.0,
         clock: Callable[[], float] = time.time,
+        services: Mapping[str, str] | None = None,
     ) -> None:
         """``root`` holds the master's state and, by default, the tables;
-        ``connect(server_id, location)`` opens a handle on a table server."""
+        ``connect(server_id, location)`` opens a handle on a table server; ``services``
+        are the ``services.*`` settings (the table-service policies)."""
         self.root = root
         self._io = open_fileio(root, storage_options)
         self._storage_options = dict(storage_options or {})
@@ -131,6 +136,7 @@ class Master:
         self._latest_commit: dict[str, str | None] = {}
         self._flushed: dict[str, tuple[str | None, dict[tuple[str, str], int]]] = {}
         self._commit_logs: dict[str, CommitLog] = {}
+        self.services = TableServices(self, services, clock)
         for name in list(self._state.tables):
             self._recover_table(name)
 
@@ -162,13 +168,19 @@ class Master:
                 self._metas[table] = meta
             return meta
 
+    def meta(self, table: str) -> TableMeta:
+        """The table's Hudi metadata (config, schemas, storage)."""
+        return self._meta(table)
+
     def _recover_table(self, table: str) -> None:
-        """On start: roll back flushes left pending by a previous master."""
+        """On start: roll back flushes left pending by a previous master; queue its
+        pending table services again."""
         meta = self._meta(table)
         timeline = rollback_pending(meta)
         last = timeline.last_completed()
         self._latest_commit[table] = last.timestamp if last else None
         self._last_instant[table] = timeline.last_timestamp() or ""
+        self.services.recover(table, meta)
 
     # == catalog =========================================================================
     def create_table(
@@ -228,6 +240,7 @@ class Master:
             self._save(self._state.without_table(name))
             self._metas.pop(name, None)
             self._commit_logs.pop(name, None)
+        self.services.forget_table(name)
         for server_id, buckets in owners.items():
             server = self._servers.get(server_id)
             if server is not None:
@@ -459,14 +472,69 @@ class Master:
         as it knows them yet."""
         meta = self._meta(table)
         with self._table_lock(table):
-            timeline_last = meta.timeline().last_timestamp() or ""
-            instant = new_instant_time(max(timeline_last, self._last_instant.get(table, "")) or None,
-                                       lambda: _utc(self._clock()))
-            TimelineWriter(meta.io, meta.base_path).request(instant, action, plan)
-            self._last_instant[table] = instant
-            self._commits(table).begin(instant, action, owner, _refs(file_groups))
+            instant = self._request_locked(table, meta, action, owner, _refs(file_groups), plan)
         log.debug("%s %s of %s by %s requested", action, instant, table, owner)
         return instant
+
+    def begin_planned(
+        self, table: str, action: str, owner: str,
+        make_plan: Callable[[set[FileGroupRef]], tuple[bytes, list[FileGroupRef]] | None],
+    ) -> tuple[str, list[FileGroupRef]] | None:
+        """:meth:`begin_commit` with a plan made under the table's commit lock:
+        ``make_plan(busy)`` sees the file groups pending instants touch (none of which
+        can change until the plan is requested) and returns (plan, file groups), or None
+        for nothing to do. The instant and the plan's file groups, or None."""
+        meta = self._meta(table)
+        with self._table_lock(table):
+            made = make_plan(self._commits(table).pending_file_groups())
+            if made is None:
+                return None
+            plan, file_groups = made
+            instant = self._request_locked(table, meta, action, owner, file_groups, plan)
+        return instant, file_groups
+
+    def _request_locked(
+        self, table: str, meta: TableMeta, action: str, owner: str, refs: list[FileGroupRef], plan: bytes
+    ) -> str:
+        timeline_last = meta.timeline().last_timestamp() or ""
+        instant = new_instant_time(max(timeline_last, self._last_instant.get(table, "")) or None,
+                                   lambda: _utc(self._clock()))
+        TimelineWriter(meta.io, meta.base_path).request(instant, action, plan)
+        self._last_instant[table] = instant
+        self._commits(table).begin(instant, action, owner, refs)
+        return instant
+
+    def adopt_pending(self, table: str, instant: str, action: str, owner: str,
+                      file_groups: Sequence[FileGroupRef]) -> None:
+        """Take an instant left pending on the timeline (by a previous master) into the
+        commit path again, as if just begun."""
+        with self._table_lock(table):
+            self._commits(table).begin(instant, action, owner, _refs(file_groups))
+
+    def start_pending(self, table: str, instant: str) -> None:
+        """Move a requested table-service instant to inflight (a clean's inflight holds
+        its plan, as Hudi's does); one already inflight stays as it is."""
+        meta = self._meta(table)
+        with self._table_lock(table):
+            action = self._commits(table).pending(instant)
+            timeline = meta.timeline()
+            found = [i for i in timeline.pending(None) if i.timestamp == instant and i.action == action]
+            if not found:
+                raise CommitFailedError(f"{action} {instant} of {table} is not pending on the timeline")
+            if found[0].state is State.REQUESTED:
+                content = meta.io.read_bytes(timeline.instant_path(meta.base_path, found[0])) \
+                    if action == "clean" else b""
+                TimelineWriter(meta.io, meta.base_path).inflight(found[0], content)
+
+    def revert_to_requested(self, table: str, instant: str) -> None:
+        """Undo a failed attempt of a compaction: its files deleted, the instant back to
+        requested (a rollback recorded), still pending here, to be executed again."""
+        meta = self._meta(table)
+        with self._table_lock(table):
+            timeline = meta.timeline()
+            for pending in timeline.pending(("compaction",)):
+                if pending.timestamp == instant and pending.state is State.INFLIGHT:
+                    rollback_instant(meta, pending, timeline)
 
     def commit_inflight(
         self, table: str, instant: str, planned: bytes = b"", file_groups: Sequence[FileGroupRef] = ()
@@ -482,15 +550,17 @@ class Master:
 
     def complete_commit(
         self, table: str, instant: str, content: bytes, *,
-        file_groups: Sequence[FileGroupRef] = (), check_conflicts: bool = False,
+        file_groups: Sequence[FileGroupRef] = (), check_conflicts: bool | Sequence[str] = False,
     ) -> None:
         """Complete a begun, inflight instant with ``content`` (its commit metadata).
 
         With ``check_conflicts`` (optimistic concurrency, as Hudi's): if another instant
         touched one of its file groups since it began (completed since, or still
         pending), it is rolled back instead (its files deleted, nothing visible) and
-        :class:`CommitFailedError` names the other instants. A failure writing the
-        completed file raises :class:`CommitStateUnknownError`.
+        :class:`CommitFailedError` names the other instants. A list of actions checks
+        against instants of those actions only; pairs that cannot conflict (a log write
+        and a compaction) never do. A failure writing the completed file raises
+        :class:`CommitStateUnknownError`.
         """
         meta = self._meta(table)
         refs = _refs(file_groups)
@@ -498,7 +568,8 @@ class Master:
             commits = self._commits(table)
             action = commits.pending(instant)
             if check_conflicts:
-                found = commits.conflicts(instant, refs)
+                only = None if check_conflicts is True else list(check_conflicts)
+                found = commits.conflicts(instant, refs, only)
                 if found:
                     self._rollback_locked(table, meta, instant)
                     raise CommitFailedError(
@@ -537,7 +608,9 @@ class Master:
         extra = {FLUSHED_KEY: json.dumps([f.to_list() for f in flushed])}
         content = commit_metadata(meta, write_stats, "UPSERT", extra).to_json()
         touched = [(s.partition_path, s.file_id) for s in write_stats]
-        self.complete_commit(table, instant, content, file_groups=touched)
+        # a clustering that replaced one of these file groups meanwhile wins: the blocks
+        # stay unflushed and go, next round, to the file group now holding their bucket
+        self.complete_commit(table, instant, content, file_groups=touched, check_conflicts=["replacecommit"])
         with self._table_lock(table):
             cached = self._flushed.get(table)
             if cached is not None:
@@ -573,15 +646,73 @@ class Master:
         return self._latest_commit.get(table)
 
     # == reads and status ================================================================
-    def read_plan(self, table: str) -> dict[str, Any]:
+    def read_plan(self, table: str, as_of: str | None = None) -> dict[str, Any]:
         """One consistent point to read at: the table's latest instant, the committed
-        transactions, and which server holds which bucket."""
+        transactions, and which server holds which bucket; with a lease on the file
+        slices of that instant (or of ``as_of``, for time travel) that the reader gives
+        back with :meth:`release_lease` (cleaning keeps them until then, or until the
+        lease expires)."""
         description = self.describe_table(table)
+        instant = self.latest_commit(table)
         return {
             **description,
-            "instant": self.latest_commit(table),
+            "instant": instant,
             "snapshot": self.txn_snapshot().to_dict(),
+            "lease": self.services.lease(table, as_of or instant),
         }
+
+    def release_lease(self, lease: int) -> None:
+        """A read has ended: its file slices may be cleaned."""
+        self.services.release(lease)
+
+    # == table services ==================================================================
+    def schedule_service(
+        self, table: str, kind: str, *, partitions: Sequence[str] | None = None,
+        sort_columns: Sequence[str] = (),
+    ) -> dict[str, Any] | None:
+        """Plan a compaction (of every slice with log files), clustering or clean of the
+        table now; the queued task, or None when there is nothing to do."""
+        with self._lock:
+            self._entry(table)
+        return self.services.schedule(table, kind, force=True, partitions=partitions, sort_columns=sort_columns)
+
+    def service_task(self, task_id: int) -> dict[str, Any]:
+        return self.services.task(task_id)
+
+    def check_services(self) -> None:
+        """Periodic: policies, compaction debt, tasks of silent pool actors."""
+        self.services.check(self.list_tables())
+
+    def service_worker_started(self, worker: str) -> None:
+        self.services.worker_started(worker)
+
+    def next_service_task(self, worker: str) -> dict[str, Any] | None:
+        return self.services.next_task(worker)
+
+    def service_progress(self, task_id: int, worker: str, done: int, total: int) -> bool:
+        return self.services.progress(task_id, worker, done, total)
+
+    def finish_service_task(
+        self, task_id: int, worker: str, content: bytes | None, error: str | None = None,
+        file_groups: Sequence[FileGroupRef] = (),
+    ) -> dict[str, Any]:
+        return self.services.finish(task_id, worker, content, error, _refs(file_groups))
+
+    def service_overrides(self, table: str) -> dict[str, str]:
+        with self._lock:
+            return dict(self._entry(table).services)
+
+    def set_services(self, table: str, options: Mapping[str, str]) -> dict[str, str]:
+        """Set the table's own ``services.*`` settings (over the cluster's); all of them."""
+        with self._lock:
+            entry = self._entry(table)
+            merged = {**entry.services, **{str(k): str(v) for k, v in options.items()}}
+            bad = sorted(k for k in merged if not k.startswith("services."))
+            if bad:
+                raise InvalidArgumentError(f"table service settings start with 'services.', not {bad}")
+            load(ServicesConfig, merged)  # refuses unknown keys and bad values
+            self._save(self._state.with_table(dataclasses.replace(entry, services=merged)))
+            return merged
 
     def status(self) -> dict[str, Any]:
         now = self._clock()
@@ -604,6 +735,7 @@ class Master:
             open_txns = sorted(self._state.snapshot().open)
         for name, info in tables.items():
             info["latest_commit"] = self._latest_commit.get(name)
+            info["services"] = self.services.status(name)
             unflushed = [s["tables"].get(name, {}) for s in servers.values()]
             info["unflushed_rows"] = sum(u.get("unflushed_rows", 0) for u in unflushed)
             info["lag_s"] = max((u.get("oldest_unflushed_s", 0.0) for u in unflushed), default=0.0)

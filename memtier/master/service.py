@@ -72,7 +72,21 @@ class MasterService(ActionService):
                 r["table"], r["instant"], r["stats"], [FlushedBlock.from_list(f) for f in r["flushed"]]
             )),
             "flushed_blocks": lambda r: {"blocks": [f.to_list() for f in m.flushed_blocks(r["table"])]},
-            "read_plan": lambda r: m.read_plan(r["table"]),
+            "read_plan": lambda r: m.read_plan(r["table"], r.get("as_of")),
+            "release_lease": lambda r: no_result(m.release_lease(r["lease"])),
+            "schedule_service": lambda r: {"task": m.schedule_service(
+                r["table"], r["kind"], partitions=r.get("partitions"), sort_columns=r.get("sort_columns") or (),
+            )},
+            "service_task": lambda r: m.service_task(r["task_id"]),
+            "set_services": lambda r: {"services": m.set_services(r["table"], r["options"])},
+            "service_worker_started": lambda r: no_result(m.service_worker_started(r["worker"])),
+            "next_service_task": lambda r: {"task": m.next_service_task(r["worker"])},
+            "service_progress": lambda r: {"ok": m.service_progress(
+                r["task_id"], r["worker"], r["done"], r["total"]
+            )},
+            "finish_service_task": lambda r: m.finish_service_task(
+                r["task_id"], r["worker"], r.get("content"), r.get("error"), r.get("file_groups") or (),
+            ),
             "latest_commit": lambda r: {"instant": m.latest_commit(r["table"])},
             "status": lambda r: m.status(),
             "servers": lambda r: {"servers": m.servers()},
@@ -173,8 +187,38 @@ class MasterProxy(Proxy):
         return self._call("latest_commit", table=table)["instant"]
 
     # reads and status
-    def read_plan(self, table: str) -> dict[str, Any]:
-        return self._call("read_plan", table=table)
+    def read_plan(self, table: str, as_of: str | None = None) -> dict[str, Any]:
+        return self._call("read_plan", table=table, as_of=as_of)
+
+    def release_lease(self, lease: int) -> None:
+        self._call("release_lease", lease=lease)
+
+    # table services
+    def schedule_service(self, table: str, kind: str, *, partitions: Sequence[str] | None = None,
+                         sort_columns: Sequence[str] = ()) -> dict[str, Any] | None:
+        return self._call("schedule_service", table=table, kind=kind,
+                          partitions=list(partitions) if partitions is not None else None,
+                          sort_columns=list(sort_columns))["task"]
+
+    def service_task(self, task_id: int) -> dict[str, Any]:
+        return self._call("service_task", task_id=task_id)
+
+    def set_services(self, table: str, options: Mapping[str, str]) -> dict[str, str]:
+        return self._call("set_services", table=table, options=dict(options))["services"]
+
+    def service_worker_started(self, worker: str) -> None:
+        self._call("service_worker_started", worker=worker)
+
+    def next_service_task(self, worker: str) -> dict[str, Any] | None:
+        return self._call("next_service_task", worker=worker)["task"]
+
+    def service_progress(self, task_id: int, worker: str, done: int, total: int) -> bool:
+        return self._call("service_progress", task_id=task_id, worker=worker, done=done, total=total)["ok"]
+
+    def finish_service_task(self, task_id: int, worker: str, content: bytes | None, error: str | None = None,
+                            file_groups: Sequence[FileGroupRef] = ()) -> dict[str, Any]:
+        return self._call("finish_service_task", task_id=task_id, worker=worker, content=content,
+                          error=error, file_groups=[list(g) for g in file_groups])
 
     def status(self) -> dict[str, Any]:
         return self._call("status")

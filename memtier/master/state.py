@@ -51,6 +51,7 @@ class TableEntry:
     path: str
     storage_options: Mapping[str, str] = field(default_factory=dict)
     created_ms: int = 0
+    services: Mapping[str, str] = field(default_factory=dict)  # the table's ``services.*`` settings
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ rows stay in the WAL) and read back when a reader or a flush needs them.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -24,6 +25,7 @@ import pyarrow as pa
 from memtier.config import TableServerConfig, WalConfig
 from memtier.errors import (
     BatchTooLargeError,
+    CommitFailedError,
     NotOwnerError,
     RpcError,
     TransactionError,
@@ -31,7 +33,7 @@ from memtier.errors import (
 from memtier.hudi.filegroup import FileGroupChange
 from memtier.hudi.filenames import bucket_file_id, bucket_or_none
 from memtier.hudi.filters import Filter, pinned_values, to_expression, validate
-from memtier.hudi.fsview import FileSystemView
+from memtier.hudi.fsview import FileSystemView, pending_clustering
 from memtier.hudi.keys import KeyColumns
 from memtier.hudi.routing import all_unique, keep_latest, locate
 from memtier.hudi.schema import check_ordering_not_null, conform, to_table
@@ -500,9 +502,13 @@ class TableServer:
         whether ready blocks were left for another round."""
         with t.flush_lock:
             snapshot = self._master.txn_snapshot()
+            # file groups a clustering is rewriting: their blocks wait for it to complete
+            held = pending_clustering(t.meta.io, t.meta.base_path, t.meta.timeline())
             work: list[tuple[FileGroup, list[Block]]] = []
             taken, limit, more = 0, self._flush_round_bytes, False
             for group in list(t.groups.values()):
+                if (group.key.partition, group.key.file_id) in held:
+                    continue
                 ready = []
                 for block in group.unflushed():
                     if not block.sealed or not block.resolved(snapshot):
@@ -518,7 +524,7 @@ class TableServer:
                 return None, False
             changes = [c for c in (self._change(t, g, b, snapshot) for g, b in work) if c is not None]
             flushed = [FlushedBlock(g.key.partition, g.key.file_id, b[-1].block_id) for g, b in work]
-            instant = self._commit_flush(t, changes, flushed)
+            instant, changes = self._commit_flush(t, changes, flushed)
             for group, blocks in work:
                 for block in blocks:
                     block.mark_flushed(instant)
@@ -555,15 +561,23 @@ class TableServer:
 
     def _commit_flush(
         self, t: _Table, changes: list[FileGroupChange], flushed: list[FlushedBlock]
-    ) -> str:
+    ) -> tuple[str, list[FileGroupChange]]:
         """One deltacommit through the master: requested, inflight (naming the files),
-        files written durably, completed with the flushed blocks recorded in it."""
+        files written durably, completed with the flushed blocks recorded in it. The
+        instant, and the changes as written (a bucket a clustering moved to a new file
+        group goes there)."""
         meta = t.meta
         touched = [(c.partition_path, c.file_id) for c in changes]
         instant = self._master.begin_commit(t.name, "deltacommit", owner=self.server_id, file_groups=touched)
         try:
             timeline = meta.timeline()
             view = FileSystemView.build(meta.io, meta.base_path, timeline)
+            changes = [  # a clustering may have moved a bucket to a new file group
+                dataclasses.replace(c, file_id=view.current_group(c.partition_path, c.file_id)) for c in changes
+            ]
+            clustered = sorted({(c.partition_path, c.file_id) for c in changes} & set(view.pending_clustering))
+            if clustered:  # planned since this flush looked: it waits (rolled back, blocks kept)
+                raise CommitFailedError(f"a clustering of {clustered} began; the flush waits for it")
             plans = plan_changes(meta, changes, view, instant)
             self._master.commit_inflight(t.name, instant, planned_metadata(meta, plans, "UPSERT").to_json())
             ensure_partition_metadata(meta, {p.change.partition_path for p in plans}, instant)
@@ -576,7 +590,7 @@ class TableServer:
             except Exception:  # the master rolls pending flushes back on its own restart
                 log.exception("could not roll back flush %s of %s", instant, t.name)
             raise
-        return instant
+        return instant, changes
 
     # == status ==========================================================================
     def status(self) -> dict[str, Any]:

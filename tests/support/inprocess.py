@@ -17,11 +17,13 @@ from memtier.tableserver.server import TableServer
 class InProcessCluster:
     root: str
     config: TableServerConfig = field(default_factory=TableServerConfig)
+    services: dict[str, str] = field(default_factory=dict)  # services.* settings of the master
     servers: dict[str, TableServer] = field(default_factory=dict)
     generations: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.master = Master(self.root, connect=lambda server_id, _location: self.servers[server_id])
+        self.master = Master(self.root, connect=lambda server_id, _location: self.servers[server_id],
+                             services=self.services)
 
     @property
     def wal_root(self) -> str:
@@ -46,7 +48,8 @@ class InProcessCluster:
         return self.add_server(server_id)
 
     def restart_master(self) -> Master:
-        self.master = Master(self.root, connect=lambda server_id, _location: self.servers[server_id])
+        self.master = Master(self.root, connect=lambda server_id, _location: self.servers[server_id],
+                             services=self.services)
         for server_id, server in self.servers.items():
             server._master = self.master  # the servers reconnect to the new master
             self.master.register_server(
