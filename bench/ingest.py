@@ -80,6 +80,9 @@ SAMPLE_EVERY_S = 0.01
 #: A pause before each paced run, so what the run before left (write-back, a flush) settles.
 SETTLE_S = 3.0
 DEFERRED = "memtier-noflush"
+#: The extra clusters measure ingest only and start no table-service pool: each pool
+#: reserves a CPU, and three would not fit a 2-CPU machine's Ray.
+NO_POOL = {"services.workers": "0"}
 #: The write path alone: no block seals by age, no flushes during a cell (and room for a
 #: whole paced run in memory).
 FLUSH_DEFERRED = {"tableserver.block-max-age": "1h", "tableserver.flush-interval": "1h",
@@ -364,7 +367,7 @@ def main() -> None:
         with start_local(str(root / "memtier"), table_servers=1) as cluster:
             memtier = Memtier("memtier", cluster, args.threads)
             deferred = Memtier(DEFERRED, start(str(root / "deferred"), table_servers=1,
-                                               config=FLUSH_DEFERRED), args.threads)
+                                               config={**FLUSH_DEFERRED, **NO_POOL}), args.threads)
             cells = round_robin([*memtier_cells(memtier, ingest_batches, buckets, args.threads),
                                  *memtier_cells(deferred, ingest_batches, [1], args.threads),
                                  *ceiling_cells(ingest_batches, root / "ceiling", args.threads)],
@@ -379,7 +382,7 @@ def main() -> None:
             best.update(visibility(memtier, visible_batches, args.visible_batches,
                                    best["buckets"]))
             bounded = start(str(root / "memory"), table_servers=1,
-                            config={"tableserver.memory-budget": args.budget})
+                            config={"tableserver.memory-budget": args.budget, **NO_POOL})
             memory = memory_bound(bounded, ingest_batches, best["buckets"], best["threads"],
                                   args.budget_factor, args.drain_seconds)
         where = {"dir": str(root), "device": device_of(root)}

@@ -288,6 +288,7 @@ def start(
     service_options = {k: v for k, v in options.items() if k.startswith("services.")}
     cluster_config = load(ClusterConfig, cluster_options)
     services_config = load(ServicesConfig, service_options)
+    _check_pool_fits(ray, services_config)
     if not path.startswith(("s3://", "hdfs://", "memory://")):
         path = os.path.abspath(path)
     port = _free_port(cluster_config.host)
@@ -322,6 +323,19 @@ def start(
     _CLUSTERS[address_of_master] = cluster
     _wait_for_servers(cluster, table_servers, start_timeout)
     return cluster
+
+
+def _check_pool_fits(ray: Any, config: ServicesConfig) -> None:
+    """Fail before starting anything when Ray has too few free CPUs for the table-service
+    pool (its actors would wait for them forever)."""
+    needed = config.workers * config.cpus
+    free = ray.available_resources().get("CPU", 0.0)
+    if needed > free:
+        raise InvalidArgumentError(
+            f"the table-service pool needs {needed:g} CPUs (services.workers={config.workers} x "
+            f"services.cpus={config.cpus:g}) but this Ray cluster has {free:g} free; lower "
+            "services.cpus, set services.workers=0, or give Ray more CPUs"
+        )
 
 
 def _start_services(
