@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create or reuse .venv with memtier and its dev extras (hudi-rs included), and make sure
-# Java (for Spark) is present. Safe to run again: it only does what is missing.
+# Java (for Spark) is present and the Trino server the interop tests start is cached
+# (scripts/fetch_trino.sh). Safe to run again: it only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,3 +30,5 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install -q -e '.[dev]'
     touch "$stamp"
 fi
+
+scripts/fetch_trino.sh

