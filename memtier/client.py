@@ -8,6 +8,7 @@ both offer, so the same client code runs in tests and against a cluster.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import threading
@@ -36,7 +37,7 @@ from memtier.hudi.cache import SliceCache
 from memtier.hudi.filters import Filter, key_buckets, key_filters, validate
 from memtier.hudi.keys import KeyColumns
 from memtier.hudi.merge import LogEntry
-from memtier.hudi.reader import normalize_instant, read_columns, read_table
+from memtier.hudi.reader import read_columns, read_instants, read_table
 from memtier.hudi.schema import check_ordering_not_null, conform, to_table
 from memtier.hudi.slicereader import conform_columns
 from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
@@ -44,12 +45,13 @@ from memtier.io import open_fileio
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
 from memtier.tableserver.server import FILE_ID_COLUMN, PARTITION_COLUMN, WriteAck
 
-__all__ = ["Client", "MasterAPI", "ServerAPI", "Transaction", "WriteResult", "wait_for_task"]
+__all__ = ["Client", "MasterAPI", "ReadPlan", "ReadRequest", "ServerAPI", "Transaction", "WriteResult",
+           "wait_for_task"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-READ_MODES = ("latest", "committed", "read_optimized")
+READ_MODES = ("latest", "committed", "read_optimized", "incremental")
 #: How long a write keeps retrying while table servers restart or buckets move.
 RETRY_SECONDS = 30.0
 
@@ -136,7 +138,7 @@ class _Routing:
 
 
 @dataclass(frozen=True)
-class _ReadRequest:
+class ReadRequest:
     """One read, as the client was asked for it."""
 
     name: str
@@ -146,6 +148,31 @@ class _ReadRequest:
     as_of: str | datetime | None = None
     include_meta: bool = False
     buckets: frozenset[int] | None = None  # point lookups read only these buckets
+    start: str | datetime | None = None  # incremental reads: (start, end]
+    end: str | datetime | None = None
+
+    def check(self) -> ReadRequest:
+        """The request with its instants normalized; a clear error for a bad combination."""
+        if self.mode not in READ_MODES:
+            raise InvalidArgumentError(f"mode must be one of {READ_MODES}, got {self.mode!r}")
+        as_of, start, end = read_instants(self.mode, self.as_of, self.start, self.end)
+        return dataclasses.replace(self, as_of=as_of, start=start, end=end)
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """A read planned once and executed in parts, anywhere (Spark tasks): the request,
+    the master's read point (instant, transactions, routing, lease) and the parts, each
+    a set of buckets (None: the whole table, for tables without buckets). Executing
+    every part and concatenating gives exactly what :meth:`Client.read` would."""
+
+    request: ReadRequest
+    master_plan: Mapping[str, Any]
+    parts: tuple[frozenset[int] | None, ...]
+
+    @property
+    def lease(self) -> int | None:
+        return self.master_plan.get("lease")
 
 
 class Client:
@@ -363,6 +390,8 @@ class Client:
         as_of: str | datetime | None = None,
         *,
         include_meta: bool = False,
+        start: str | datetime | None = None,
+        end: str | datetime | None = None,
     ) -> pa.Table:
         """Read a table. Modes:
 
@@ -372,9 +401,12 @@ class Client:
         * ``"committed"``: only rows of committed transactions (and auto-commit writes);
         * ``"read_optimized"``: the Hudi base files only, as a plain Hudi reader sees them.
 
+        * ``"incremental"``: the rows committed to the Hudi files in (``start``, ``end``]
+          (``end``: the latest commit), in their latest version (files only).
+
         ``as_of`` reads the Hudi table as of an instant (time travel; files only).
         """
-        return self._read(_ReadRequest(name, mode, columns, filters, as_of, include_meta))
+        return self._read(ReadRequest(name, mode, columns, filters, as_of, include_meta, start=start, end=end))
 
     def lookup(self, name: str, keys: Any, columns: Sequence[str] | None = None) -> pa.Table:
         """The latest rows of the given keys: a table (or dict, or for a one-column key a
@@ -391,38 +423,74 @@ class Client:
         )
         buckets = set(KeyColumns.of(key_table, route.record_key).bucket_ids(route.buckets).tolist())
         filters = [(k, "in", key_table.column(k).to_pylist()) for k in route.record_key]
-        found = self._read(_ReadRequest(name, "latest", filters=filters, buckets=frozenset(buckets)))
+        found = self._read(ReadRequest(name, "latest", filters=filters, buckets=frozenset(buckets)))
         if len(route.record_key) > 1:  # the per-column "in"s over-select: keep exact tuples
             wanted = set(zip(*(key_table.column(k).to_pylist() for k in route.record_key), strict=True))
             rows = zip(*(found.column(k).to_pylist() for k in route.record_key), strict=True)
             found = found.filter(pa.array([r in wanted for r in rows], pa.bool_()))
         return found.select(list(columns)) if columns is not None else found
 
-    def _read(self, request: _ReadRequest) -> pa.Table:
-        if request.mode not in READ_MODES:
-            raise InvalidArgumentError(f"mode must be one of {READ_MODES}, got {request.mode!r}")
-        return _retrying(f"read of {request.name}", lambda: self._read_once(request))
+    def _read(self, request: ReadRequest) -> pa.Table:
+        checked = request.check()
+        return _retrying(f"read of {request.name}", lambda: self._read_once(checked))
 
-    def _read_once(self, r: _ReadRequest) -> pa.Table:
-        as_of = normalize_instant(r.as_of, "as_of")
-        plan = self.master.read_plan(r.name, as_of)
+    def _read_once(self, r: ReadRequest) -> pa.Table:
+        plan = self.master.read_plan(r.name, r.as_of)
         try:  # the lease keeps cleaning off the file slices this read opens
-            return self._read_planned(r, plan)
+            return self._read_planned(r, plan, self._buckets(r, plan))
         finally:
             if plan.get("lease") is not None:
                 self.master.release_lease(plan["lease"])
 
-    def _read_planned(self, r: _ReadRequest, plan: Mapping[str, Any]) -> pa.Table:
+    def plan(self, request: ReadRequest, *, max_parts: int | None = None) -> ReadPlan:
+        """Plan a read to run in parts: one per bucket it reads (at most ``max_parts``,
+        buckets dealt round-robin). The plan holds a lease on the file slices it reads:
+        give it back with :meth:`release` once every part ran (else it expires)."""
+        checked = request.check()
+        master_plan = _retrying(f"read plan of {request.name}",
+                                lambda: self.master.read_plan(checked.name, checked.as_of))
+        buckets = self._buckets(checked, master_plan)
+        if buckets is None and int(master_plan.get("buckets") or 0) > 0:
+            buckets = frozenset(range(int(master_plan["buckets"])))
+        if buckets is None:
+            return ReadPlan(checked, master_plan, (None,))
+        ordered = sorted(buckets)
+        count = len(ordered) if max_parts is None else max(1, min(max_parts, len(ordered)))
+        parts = tuple(frozenset(ordered[i::count]) for i in range(count) if ordered[i::count])
+        return ReadPlan(checked, master_plan, parts)
+
+    def read_part(self, plan: ReadPlan, part: int) -> pa.Table:
+        """Execute one part of a plan (in any process that can reach the cluster)."""
+        return self._read_planned(plan.request, plan.master_plan, plan.parts[part])
+
+    def release(self, plan: ReadPlan) -> None:
+        """Give a plan's lease back (its file slices may be cleaned)."""
+        if plan.lease is not None:
+            self.master.release_lease(plan.lease)
+
+    def _buckets(self, r: ReadRequest, plan: Mapping[str, Any]) -> frozenset[int] | None:
+        """The buckets a read must look at (None: all): the request's, narrowed by
+        equalities on the record key."""
         meta = self._meta(r.name, plan)
         route = _Routing.of(plan)
         filters = validate(r.filters, [*META_FIELDS, *meta.schema.names])
         buckets = r.buckets
-        if route.buckets > 0:  # equalities on the record key name the only buckets to read
+        if route.buckets > 0:
             pinned = key_buckets(filters, route.record_key, route.schema, route.buckets)
             if pinned is not None:
                 buckets = frozenset(pinned) if buckets is None else buckets & pinned
+        return buckets
+
+    def _read_planned(
+        self, r: ReadRequest, plan: Mapping[str, Any], buckets: frozenset[int] | None
+    ) -> pa.Table:
+        meta = self._meta(r.name, plan)
+        route = _Routing.of(plan)
+        filters = validate(r.filters, [*META_FIELDS, *meta.schema.names])
         files = {"columns": r.columns, "filters": filters, "include_meta": r.include_meta,
                  "buckets": buckets, "cache": self._files}
+        if r.mode == "incremental":
+            return read_table(meta, mode="incremental", start=r.start, end=r.end or plan["instant"], **files)
         if r.mode == "read_optimized" or r.as_of is not None:
             hudi_mode = "read_optimized" if r.mode == "read_optimized" else "snapshot"
             return read_table(meta, mode=hudi_mode, as_of=r.as_of, **files)

@@ -360,14 +360,19 @@ def _wait_for_servers(cluster: LocalCluster, count: int, timeout: float) -> None
         time.sleep(0.05)
 
 
+def running_cluster() -> LocalCluster | None:
+    """The cluster this process started last (and has not shut down), if any."""
+    return list(_CLUSTERS.values())[-1] if _CLUSTERS else None
+
+
 def connect(address: str | None = None, *, token: str | None = None) -> Client:
     """A client of the cluster at ``address`` (``grpc://host:port``). Without one: the
     cluster ``start_local`` started in this process, else ``cluster.address`` from the
     environment (``MEMTIER_CLUSTER_ADDRESS``)."""
     if address is None:
-        if _CLUSTERS:
-            latest = list(_CLUSTERS.values())[-1]
-            address, token = latest.address, token or latest.token
+        running = running_cluster()
+        if running is not None:
+            address, token = running.address, token or running.token
         else:
             configured = load(ClusterConfig)
             address, token = configured.address, token or configured.token

@@ -24,7 +24,7 @@ from memtier.hudi.tablemeta import FILE_NAME, TableMeta
 from memtier.hudi.timeline import Timeline
 from memtier.io import join
 
-__all__ = ["FileGroupChange", "FileGroupPlan", "plan_file_group_write", "write_file_group"]
+__all__ = ["FileGroupChange", "FileGroupPlan", "plan_file_group_write", "plan_log_write", "write_file_group"]
 
 _NULL_COMMIT = "null"  # what Hudi writes as prevCommit for a new file group
 #: Rows per log data block: a larger change is written as several blocks of the same
@@ -88,6 +88,23 @@ def plan_file_group_write(
         return FileGroupPlan(change, "log", name, slice_, task)
     name = BaseFile(change.file_id, token, instant).name
     return FileGroupPlan(change, "rewrite", name, slice_, task)
+
+
+def plan_log_write(
+    meta: TableMeta, change: FileGroupChange, slice_: FileSlice | None, instant: str, task: int, token: str
+) -> FileGroupPlan | None:
+    """A new log file for this change, written by one of several tasks of one instant
+    (``token``, unique per task attempt, keeps their names apart): it joins the file
+    group's slice, or starts a log-only group (as Hudi's bucket-index writers do) where
+    there is none. None when it changes nothing (deletes for a group that does not exist)."""
+    if slice_ is None or (slice_.is_empty and not slice_.compaction_pending):
+        if change.num_upserts == 0:
+            return None
+        name = LogFile(change.file_id, instant, 1, token).name
+        return FileGroupPlan(change, "log", name, FileSlice(change.partition_path, change.file_id, instant), task)
+    version = max((f.version for f in slice_.log_files), default=0) + 1
+    name = LogFile(change.file_id, slice_.base_instant, version, token).name
+    return FileGroupPlan(change, "log", name, slice_, task)
 
 
 def _records(meta: TableMeta, plan: FileGroupPlan, instant: str, file_name: str) -> pa.Table:

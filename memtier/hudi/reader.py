@@ -23,7 +23,7 @@ from memtier.hudi.tablemeta import COMMIT_TIME, RECORD_KEY, TableMeta
 from memtier.hudi.timeline import Timeline
 from memtier.parallel import parallel_map
 
-__all__ = ["READ_MODES", "normalize_instant", "read_columns", "read_table"]
+__all__ = ["READ_MODES", "normalize_instant", "read_columns", "read_instants", "read_table"]
 
 READ_MODES = ("snapshot", "read_optimized", "incremental")
 _INSTANT = re.compile(r"\d{14}(\d{3})?")
@@ -41,6 +41,23 @@ def normalize_instant(value: str | datetime | None, name: str) -> str | None:
     raise InvalidArgumentError(
         f"{name} must be a Hudi instant (yyyyMMddHHmmss[SSS]) or a datetime, got {value!r}"
     )
+
+
+def read_instants(
+    mode: str, as_of: str | datetime | None, start: str | datetime | None, end: str | datetime | None
+) -> tuple[str | None, str | None, str | None]:
+    """A read's (as_of, start, end) as 17-digit instants; a clear error where they do not
+    fit the mode (start/end belong to incremental reads, which need a start)."""
+    as_of_ts = normalize_instant(as_of, "as_of")
+    start_ts, end_ts = normalize_instant(start, "start"), normalize_instant(end, "end")
+    if mode == "incremental":
+        if start_ts is None:
+            raise InvalidArgumentError("an incremental read needs start (exclusive)")
+        if as_of_ts is not None:
+            raise InvalidArgumentError("an incremental read takes start/end, not as_of")
+    elif start_ts is not None or end_ts is not None:
+        raise InvalidArgumentError(f"start/end apply to incremental reads, not {mode!r}")
+    return as_of_ts, start_ts, end_ts
 
 
 def _output_columns(meta: TableMeta, columns: Sequence[str] | None, include_meta: bool) -> list[str]:
@@ -141,15 +158,7 @@ def read_table(
     """
     if mode not in READ_MODES:
         raise InvalidArgumentError(f"mode must be one of {READ_MODES}, got {mode!r}")
-    as_of_ts = normalize_instant(as_of, "as_of")
-    start_ts, end_ts = normalize_instant(start, "start"), normalize_instant(end, "end")
-    if mode == "incremental":
-        if start_ts is None:
-            raise InvalidArgumentError("an incremental read needs start (exclusive)")
-        if as_of_ts is not None:
-            raise InvalidArgumentError("an incremental read takes start/end, not as_of")
-    elif start_ts is not None or end_ts is not None:
-        raise InvalidArgumentError(f"start/end apply to incremental reads, not {mode!r}")
+    as_of_ts, start_ts, end_ts = read_instants(mode, as_of, start, end)
     wanted = _output_columns(meta, columns, include_meta)
     checked = validate(filters, [*META_FIELDS, *meta.schema.names])
     timeline = meta.timeline()

@@ -43,8 +43,10 @@ __all__ = [
     "OPERATIONS",
     "commit_metadata",
     "ensure_partition_metadata",
+    "existing_buckets",
     "plan_changes",
     "planned_metadata",
+    "prepare_write",
     "rollback_instant",
     "rollback_pending",
     "write_batch",
@@ -61,7 +63,7 @@ def _commit_action(meta: TableMeta) -> str:
     return "deltacommit" if meta.is_merge_on_read else "commit"
 
 
-def _prepare(meta: TableMeta, data: Any, operation: str) -> pa.Table:
+def prepare_write(meta: TableMeta, data: Any, operation: str) -> pa.Table:
     """The batch in physical types, validated before anything touches the timeline."""
     meta.require_bucket_index()
     if operation not in OPERATIONS:
@@ -75,7 +77,8 @@ def _prepare(meta: TableMeta, data: Any, operation: str) -> pa.Table:
     return conform(table, meta.physical)
 
 
-def _existing_buckets(view: FileSystemView) -> dict[tuple[str, int], str]:
+def existing_buckets(view: FileSystemView) -> dict[tuple[str, int], str]:
+    """(partition, bucket) -> the file id of that bucket's file group."""
     existing: dict[tuple[str, int], str] = {}
     for partition, file_id in view.file_groups:
         bucket = bucket_or_none(file_id)
@@ -136,12 +139,12 @@ def _planned_stats(plans: Sequence[FileGroupPlan]) -> list[WriteStat]:
 
 def write_batch(meta: TableMeta, data: Any, operation: str = "upsert") -> str | None:
     """Write one batch as one instant; returns the instant, or None for an empty batch."""
-    table = _prepare(meta, data, operation)
+    table = prepare_write(meta, data, operation)
     if table.num_rows == 0:
         return None
     timeline = rollback_pending(meta)
     view = FileSystemView.build(meta.io, meta.base_path, timeline)
-    changes = route(meta, table, deletes=operation == "delete", existing=_existing_buckets(view))
+    changes = route(meta, table, deletes=operation == "delete", existing=existing_buckets(view))
     instant = new_instant_time(timeline.last_timestamp())
     plans = plan_changes(meta, changes, view, instant)
     if not plans:

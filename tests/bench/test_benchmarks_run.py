@@ -25,6 +25,7 @@ RUNS = {
     "ceiling": ["bench/ceiling.py", "--batches", "4", "--rows-per-batch", "1000", "--rounds", "1"],
     "freshness": ["-m", "bench.freshness", "--sizes", "2000", "--rows-per-batch", "1000",
                   "--visible-batches", "2", "--cost-reads", "1"],
+    "spark": ["-m", "bench.spark", "--rows", "20000", "--repeat", "1", "--files", "2"],
     "ingest": ["-m", "bench.ingest", "--no-peers", "--batches", "4", "--rows-per-batch", "1000",
                "--threads", "2", "--buckets", "1,2", "--rounds", "1", "--paced-seconds", "0.5",
                "--budget", "1MB", "--budget-factor", "2", "--drain-seconds", "30",

@@ -1,0 +1,105 @@
+"""Batch backfills: ``df.write.format("memtier").mode("append")``. Rows bypass the table
+servers and memory: each Spark task routes its rows with the table's bucket index and
+writes one log file per file group it touches (a new group starts log-only, as Hudi's
+bucket-index writers do), and one deltacommit through the master's commit path makes
+them visible, with Hudi's optimistic concurrency: a backfill that touched file groups a
+flush committed to since it began is rolled back (no file of it stays visible) and
+fails with an error naming the other writer."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from memtier.errors import InvalidArgumentError
+from memtier.hudi.commit import WriteStat
+from memtier.hudi.filegroup import plan_log_write, write_file_group
+from memtier.hudi.fsview import FileSystemView
+from memtier.hudi.routing import route
+from memtier.hudi.tablemeta import TableMeta
+from memtier.hudi.writer import (
+    OPERATIONS,
+    commit_metadata,
+    ensure_partition_metadata,
+    existing_buckets,
+    prepare_write,
+)
+from memtier.io import open_fileio
+from memtier.spark.connection import client_for
+from memtier.spark.options import SourceOptions
+from memtier.spark.types import check_columns
+
+__all__ = ["Backfill", "BackfillFiles"]
+
+
+@dataclass
+class BackfillFiles(WriterCommitMessage):
+    """The files one task wrote, as write stats."""
+
+    stats: list[dict[str, Any]]
+
+
+class Backfill(DataSourceArrowWriter):
+    """Begun (a requested deltacommit) where Spark plans the write; tasks write files;
+    ``commit`` completes it, ``abort`` rolls it back."""
+
+    def __init__(self, options: SourceOptions, columns: list[str]) -> None:
+        self.options = options
+        self.operation = (options.get("operation") or "upsert").lower()
+        if self.operation == "insert_overwrite":
+            raise InvalidArgumentError("operation insert_overwrite is not supported yet; use upsert, insert or delete")
+        if self.operation not in OPERATIONS:
+            raise InvalidArgumentError(f"operation must be one of {sorted(OPERATIONS)}, got {self.operation!r}")
+        client = client_for(options)
+        description = client.describe(options.table)
+        self.path: str = description["path"]
+        self.storage_options = description.get("storage_options") or None
+        meta = self._meta()  # the columns checked before anything is begun:
+        prepare_write(meta, meta.schema.empty_table().select(check_columns(meta.schema, columns)), self.operation)
+        self.owner = f"spark-backfill-{uuid.uuid4().hex[:12]}"
+        self.instant: str = client.master.begin_commit(options.table, "deltacommit", owner=self.owner)
+
+    def _meta(self) -> TableMeta:
+        return TableMeta.load(open_fileio(self.path, self.storage_options), self.path)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> BackfillFiles:
+        batches = list(iterator)
+        if not batches or not sum(b.num_rows for b in batches):
+            return BackfillFiles([])
+        meta = self._meta()
+        rows = prepare_write(meta, pa.Table.from_batches(batches), self.operation)
+        timeline = meta.timeline()
+        view = FileSystemView.build(meta.io, meta.base_path, timeline)
+        changes = route(meta, rows, deletes=self.operation == "delete", existing=existing_buckets(view))
+        context = TaskContext.get()
+        task = context.partitionId() if context else 0
+        token = f"{task}-{context.stageId() if context else 0}-{context.taskAttemptId() if context else 0}"
+        plans = [p for p in (plan_log_write(meta, c, view.slice_for_write(c.partition_path, c.file_id),
+                                            self.instant, task, token) for c in changes) if p is not None]
+        ensure_partition_metadata(meta, {p.change.partition_path for p in plans}, self.instant)
+        return BackfillFiles([write_file_group(meta, p, self.instant, timeline).to_dict() for p in plans])
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        stats = [WriteStat.from_dict(s) for m in messages if isinstance(m, BackfillFiles) for s in m.stats]
+        master = client_for(self.options).master
+        table = self.options.table
+        groups = sorted({(s.partition_path, s.file_id) for s in stats})
+        metadata = commit_metadata(self._meta(), stats, OPERATIONS[self.operation])
+        master.commit_inflight(table, self.instant, metadata.to_json(), file_groups=groups)
+        master.complete_commit(table, self.instant, metadata.to_json(), file_groups=groups, check_conflicts=True)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Roll the instant back: the files finished tasks wrote are named in its
+        inflight, so the rollback deletes them."""
+        stats = [WriteStat.from_dict(s) for m in messages if isinstance(m, BackfillFiles) for s in m.stats]
+        master = client_for(self.options).master
+        metadata = commit_metadata(self._meta(), stats, OPERATIONS[self.operation])
+        master.commit_inflight(self.options.table, self.instant, metadata.to_json())
+        master.abort_commit(self.options.table, self.instant)
+

@@ -1,0 +1,54 @@
+"""The options of ``format("memtier")``: which ones each use takes, checked before
+anything runs, and the cluster they name."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from memtier.errors import InvalidArgumentError
+
+__all__ = ["BATCH_READ", "BACKFILL", "SINK", "STREAM_READ", "SourceOptions"]
+
+COMMON = frozenset({"table", "address", "token"})
+BATCH_READ = COMMON | {"mode", "as_of", "start", "end", "pushdown"}
+STREAM_READ = COMMON | {"starting"}
+SINK = COMMON
+BACKFILL = COMMON | {"operation"}
+#: Options Spark itself adds to some uses (``save(path)``, ``checkpointLocation``).
+_SPARK_OWN = frozenset({"path", "checkpointlocation"})
+ADDRESS_VARIABLE = "MEMTIER_ADDRESS"
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The options of one use of the source, validated; ``address``/``token`` resolved
+    (the option, else the cluster registered with :func:`memtier.spark.register`, else
+    ``$MEMTIER_ADDRESS``, else the cluster configuration's ``cluster.address``)."""
+
+    table: str
+    address: str | None
+    token: str | None
+    values: Mapping[str, str]
+
+    @classmethod
+    def parse(
+        cls, options: Mapping[str, str], allowed: frozenset[str], what: str,
+        default_address: str | None = None, default_token: str | None = None,
+    ) -> SourceOptions:
+        given = {k.lower(): v for k, v in options.items()}
+        unknown = sorted(set(given) - allowed - _SPARK_OWN)
+        if unknown:
+            raise InvalidArgumentError(
+                f"unknown option(s) {unknown} for a memtier {what}; it takes {sorted(allowed)}"
+            )
+        table = given.get("table")
+        if not table:
+            raise InvalidArgumentError(f'a memtier {what} needs the option "table" (the table name)')
+        address = given.get("address") or default_address or os.environ.get(ADDRESS_VARIABLE)
+        token = given.get("token") or (default_token if address == default_address else None)
+        return cls(table, address, token, given)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self.values.get(name, default)
