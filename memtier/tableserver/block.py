@@ -1,15 +1,20 @@
-"""A block: an append-only run of record batches of one file group, backed by one WAL.
+"""A block: an append-only run of record batches of one file group.
 
-Frames are appended to the WAL first (durable on return) and to memory second. A block
-is *resident* while its frames are in memory; evicting it drops them, and they are read
-back from the WAL when a reader or a flush needs them. Sealing closes the block for good.
+Frames are appended to the table's WAL stream first (durable on return, one sync shared
+with the other file groups' frames) and to memory second, as the Arrow IPC message the
+stream holds (the batch reads it without a copy). Sealing closes the block for good and
+writes its own block file in the background, from memory; once that file exists the
+block may be *evicted* (its frames dropped from memory and read back from the file when a
+reader or a flush needs them). A block recovered from its file has no stream.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Collection
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,8 +23,10 @@ import pyarrow.compute as pc
 
 from memtier.io import FileIO
 from memtier.master.state import TxnSnapshot
-from memtier.wal import GroupCommitter, WalHeader, WalWriter, read_wal
-from memtier.wal.format import WalContents
+from memtier.wal import WalHeader, WalStream, read_wal, write_block_file
+from memtier.wal.format import FramePayload, WalContents, frame_payload
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Block", "Frame"]
 
@@ -32,6 +39,8 @@ class Frame:
     producer_id: bytes
     producer_seq: int
     batch: pa.RecordBatch
+    #: The batch as the WAL holds it (the batch references it), for the block file.
+    payload: pa.Buffer | None = field(default=None, compare=False, repr=False)
     _ranges: dict[str, tuple[Any, Any]] = field(default_factory=dict, compare=False, repr=False)
 
     def value_range(self, column: str) -> tuple[Any, Any]:
@@ -63,14 +72,17 @@ class Block:
         path: str,
         fileio: FileIO,
         *,
-        writer: WalWriter | None,
+        stream: WalStream | None,
+        files: Executor | None = None,
         frames: list[Frame] | None = None,
         sealed: bool = False,
     ) -> None:
         self.header = header
-        self.path = path
+        self.path = path  # its block file: written when sealed (exists already if recovered)
         self._fileio = fileio
-        self._writer = writer
+        self._stream = stream
+        self._files = files
+        self._file: Future[None] | None = None  # the block file being written
         self._frames: list[Frame] | None = frames if frames is not None else []
         self._txns = {f.txn_id for f in self._frames}
         self.rows = sum(f.batch.num_rows for f in self._frames)
@@ -82,18 +94,12 @@ class Block:
         self._lock = threading.Lock()
 
     @classmethod
-    def create(
-        cls, fileio: FileIO, path: str, header: WalHeader, committer: GroupCommitter
-    ) -> Block:
-        return cls(header, path, fileio, writer=WalWriter.create(fileio, path, header, committer))
-
-    @classmethod
     def recovered(cls, fileio: FileIO, contents: WalContents) -> Block:
-        """A block rebuilt from its recovered WAL (sealed: its writer is gone)."""
+        """A block rebuilt from its block file (sealed)."""
         frames = [
             Frame(f.txn_id, f.producer_id, f.producer_seq, f.batch) for f in contents.frames
         ]
-        return cls(contents.header, contents.path, fileio, writer=None, frames=frames, sealed=True)
+        return cls(contents.header, contents.path, fileio, stream=None, frames=frames, sealed=True)
 
     @property
     def block_id(self) -> int:
@@ -110,41 +116,77 @@ class Block:
 
     # -- writing ----------------------------------------------------------------------
     def append(self, frame: Frame) -> int:
-        """Durably append ``frame`` (WAL, then memory); returns the bytes it added."""
-        assert self._writer is not None and not self.sealed
-        self._writer.append(
-            frame.batch,
+        """Durably append ``frame`` (WAL stream, then memory); returns the bytes it added
+        (as the batch appended counts them: what the write was admitted for)."""
+        assert self._stream is not None and not self.sealed
+        payload = frame_payload(self.header.schema, frame.batch)
+        self._stream.append(
+            self.header,
+            payload,
+            frame.batch.num_rows,
             txn_id=frame.txn_id,
             producer_id=frame.producer_id,
             producer_seq=frame.producer_seq,
         )
+        held = Frame(
+            frame.txn_id,
+            frame.producer_id,
+            frame.producer_seq,
+            pa.ipc.read_record_batch(payload, self.header.schema),
+            payload,
+        )
+        nbytes = frame.batch.nbytes
         with self._lock:
             if self._frames is not None:
-                self._frames.append(frame)
+                self._frames.append(held)
             self._txns.add(frame.txn_id)
             self.rows += frame.batch.num_rows
-            self.nbytes += frame.batch.nbytes
-        return frame.batch.nbytes
-
-    @property
-    def wal_size(self) -> int:
-        return self._writer.size if self._writer is not None else 0
+            self.nbytes += nbytes
+        return nbytes
 
     def seal(self) -> None:
-        """Close the block: a seal record ends its WAL; nothing more is appended."""
+        """Close the block: nothing more is appended; its block file is written in the
+        background (until then its frames are in the stream)."""
         if self.sealed:
             return
         self.sealed = True
-        if self._writer is not None:
-            self._writer.seal()
-            self._writer.close()
-            self._writer = None
+        if self._stream is not None and self._frames:
+            assert self._files is not None
+            self._file = self._files.submit(self._write_file)
 
-    def close(self) -> None:
-        """Release the WAL file without sealing (the block's server is going away)."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+    def _write_file(self) -> None:
+        stream = self._stream
+        assert stream is not None and self._frames is not None
+        frames = [
+            FramePayload(
+                f.payload if f.payload is not None else frame_payload(self.header.schema, f.batch),
+                f.batch.num_rows,
+                f.txn_id,
+                f.producer_id,
+                f.producer_seq,
+            )
+            for f in self._frames
+        ]
+        try:
+            write_block_file(self._fileio, self.path, self.header, frames, int(time.time() * 1000))
+        except Exception:
+            log.exception("%s: cannot write the block file; the block stays in memory and in "
+                          "the WAL stream", self.path)
+            raise
+        stream.materialized(self.header)
+
+    def has_file(self) -> bool:
+        """Whether the block file is written (waiting for a write in progress); a block
+        without one keeps its frames in memory."""
+        if self._stream is None:
+            return True  # recovered from its file
+        if self._file is None:
+            return False
+        try:
+            self._file.result()
+        except Exception:  # logged by the writer
+            return False
+        return True
 
     def mark_flushed(self, instant: str) -> None:
         self.flushed_instant = instant
@@ -161,9 +203,12 @@ class Block:
 
     # -- reading ----------------------------------------------------------------------
     def evict(self) -> int:
-        """Drop the frames from memory (they stay in the WAL); returns the bytes freed."""
+        """Drop the frames from memory (they stay in the block file, waited for if being
+        written); returns the bytes freed."""
+        if self._frames is None or not self.sealed or not self.has_file():
+            return 0
         with self._lock:
-            if self._frames is None or not self.sealed:
+            if self._frames is None:
                 return 0
             self._frames = None
             return self.nbytes

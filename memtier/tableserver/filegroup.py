@@ -6,13 +6,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from memtier.io import FileIO, join
 from memtier.tableserver.block import Block, Frame
-from memtier.wal import GroupCommitter, WalFileName, WalHeader, WalWriter, recover
+from memtier.wal import GroupCommitter, WalFileName, WalHeader, WalStream, WalWriter, recover
 from memtier.wal.storage import WalEntry
 
 __all__ = ["FileGroup", "FileGroupKey"]
@@ -38,6 +39,8 @@ class FileGroup:
         wal_dir: str,
         fileio: FileIO,
         committer: GroupCommitter,
+        stream: WalStream,
+        files: Executor,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -46,7 +49,9 @@ class FileGroup:
         self.schema = schema
         self._wal_dir = wal_dir
         self._fileio = fileio
-        self._committer = committer
+        self._committer = committer  # seals version-1 block files left unsealed
+        self._stream = stream
+        self._files = files  # writes sealed blocks' files
         self._clock = clock
         self.blocks: list[Block] = []
         self.high_water: dict[bytes, int] = {}
@@ -55,7 +60,8 @@ class FileGroup:
 
     # -- recovery ---------------------------------------------------------------------
     def recover(self, entries: list[WalEntry], flushed_through: int) -> list[Block]:
-        """Rebuild from this file group's WAL files (torn tails cut, unsealed ones sealed):
+        """Rebuild from this file group's block files (torn tails cut, unsealed version-1
+        ones sealed; blocks found only in a WAL stream have their files written first):
         blocks up to block ``flushed_through`` are already in the Hudi table; returns the
         unflushed ones."""
         unflushed = []
@@ -93,7 +99,7 @@ class FileGroup:
             created_ms=int(self._clock() * 1000),
         )
         path = join(self._wal_dir, WalFileName(self.key.file_id, self.next_block_id).name)
-        block = Block.create(self._fileio, path, header, self._committer)
+        block = Block(header, path, self._fileio, stream=self._stream, files=self._files)
         self.next_block_id += 1
         self.blocks.append(block)
         return block

@@ -1,9 +1,9 @@
 """The table server core: blocks of the file groups it owns, in memory and in WAL files.
 
 Plain Python, no Ray: :mod:`memtier.cluster` wraps it in an actor, tests drive it
-directly. Writes are validated, appended to the WAL of each file group's open block
-(durable on return, syncs shared by concurrent writers), then to memory, then
-acknowledged. Sealed blocks of resolved transactions flush into Hudi log files through
+directly. Writes are validated, appended to the table's WAL stream (a frame per file
+group's open block; durable on return, one sync shared by every file group of the write and
+by concurrent writers), then to memory, then acknowledged. Sealed blocks of resolved transactions flush into Hudi log files through
 the master, which owns the timeline. Memory is bounded: sealed blocks are evicted (their
 rows stay in the WAL) and read back when a reader or a flush needs them.
 """
@@ -51,7 +51,18 @@ from memtier.tableserver.filegroup import FileGroup, FileGroupKey
 from memtier.tableserver.latency import LatencyWindow
 from memtier.tableserver.master_link import FlushedBlock, MasterLink
 from memtier.tableserver.memory import MemoryAccount
-from memtier.wal import GroupCommitter, delete_expired, list_wals
+from memtier.wal import (
+    GroupCommitter,
+    WalFileName,
+    WalHeader,
+    WalStream,
+    delete_expired,
+    delete_stale_segments,
+    list_wals,
+    recover_blocks,
+    write_block_file,
+)
+from memtier.wal.format import FramePayload, frame_payload
 from memtier.wal.storage import WalEntry
 
 __all__ = ["FILE_ID_COLUMN", "PARTITION_COLUMN", "TableServer", "WriteAck"]
@@ -66,6 +77,8 @@ _NO_PRODUCER = bytes(16)
 _FLUSHED_GRACE_S = 60.0
 #: How often expired WAL files are looked for.
 _RETENTION_EVERY_S = 60.0
+#: The directory of a table's WAL stream segments, in its WAL directory.
+STREAM_DIR = "_memtier_streams"
 
 
 @dataclass(frozen=True)
@@ -91,6 +104,7 @@ class _Table:
     """One table as this server serves it."""
 
     meta: TableMeta
+    stream: WalStream
     owned: set[int] = field(default_factory=set)
     groups: dict[FileGroupKey, FileGroup] = field(default_factory=dict)
     file_ids: dict[tuple[str, int], str] = field(default_factory=dict)  # from the Hudi table
@@ -130,6 +144,7 @@ class TableServer:
         self.write_latency = LatencyWindow()
         self._snapshot = TxnSnapshot(1)
         self._appenders = ThreadPoolExecutor(8, thread_name_prefix="memtier-append")
+        self._files = ThreadPoolExecutor(1, thread_name_prefix="memtier-blockfile")
         self._last_flush = time.monotonic()
         self._last_retention = time.monotonic()
         self._retention = (wal_config or WalConfig()).retention
@@ -146,6 +161,7 @@ class TableServer:
         flushed = {(f.partition, f.file_id): f.block_id for f in self._master.flushed_blocks(table)}
         t.flushed.update({FileGroupKey(p, f): b for (p, f), b in flushed.items()})
         wal_dir = join(self._wal_root, table)
+        self._write_stream_blocks(t, wanted)
         found: dict[FileGroupKey, list[Any]] = {}
         for entry in list_wals(self._wal_io, wal_dir):
             bucket = bucket_or_none(entry.name.file_group)
@@ -162,6 +178,35 @@ class TableServer:
         log.info("%s serves buckets %s of %s (%d file groups recovered)",
                  self.server_id, sorted(wanted), table, len(found))
 
+    def _block_path(self, table: str, header: WalHeader) -> str:
+        """Where the block file of the block ``header`` names lives."""
+        parts = (table, header.partition) if header.partition else (table,)
+        return join(self._wal_root, *parts, WalFileName(header.file_group, header.block_id).name)
+
+    def _write_stream_blocks(self, t: _Table, buckets: set[int]) -> None:
+        """Write the block files of the blocks of ``buckets`` found only in WAL streams
+        (their writer died before sealing them), so recovery reads block files alone."""
+        blocks = recover_blocks(
+            self._wal_io,
+            join(self._wal_root, t.name, STREAM_DIR),
+            lambda h: bucket_or_none(h.file_group) in buckets,
+        )
+        now_ms = int(self._clock() * 1000)
+        for header, frames in blocks:
+            payloads = [
+                FramePayload(
+                    frame_payload(header.schema, f.batch),
+                    f.batch.num_rows,
+                    f.txn_id,
+                    f.producer_id,
+                    f.producer_seq,
+                )
+                for f in frames
+            ]
+            if write_block_file(self._wal_io, self._block_path(t.name, header), header, payloads, now_ms):
+                log.info("%s: block %d of %s/%s recovered from the WAL stream (%d frames)",
+                         t.name, header.block_id, header.partition, header.file_group, len(frames))
+
     def release(self, table: str, buckets: Iterable[int] | None = None) -> None:
         """Stop serving ``buckets`` (all, by default): seal their open blocks, drop them
         from memory. Their unflushed blocks stay in the WAL for the next owner."""
@@ -176,10 +221,13 @@ class TableServer:
                 group = t.groups.pop(key)
                 with group.lock:
                     group.seal_open()
+                    for block in group.blocks:
+                        block.has_file()  # written before the next owner looks for it
                     self.memory.release(group.memory)
             if not t.owned:
                 with self._lock:
                     self._tables.pop(table, None)
+                t.stream.close()
 
     def owned(self, table: str) -> set[int]:
         with self._lock:
@@ -195,9 +243,18 @@ class TableServer:
         meta = TableMeta.load(open_fileio(location.path, location.storage_options), location.path)
         view = FileSystemView.build(meta.io, meta.base_path, meta.timeline())
         file_ids = {(p, b): f for p, f in view.file_groups if (b := bucket_or_none(f)) is not None}
-        t = _Table(meta, file_ids=file_ids)
         with self._lock:
-            return self._tables.setdefault(table, t)
+            t = self._tables.get(table)
+            if t is None:
+                stream = WalStream(
+                    self._wal_io,
+                    join(self._wal_root, table, STREAM_DIR),
+                    table=table,
+                    owner=self.server_id,
+                    committer=self._committer,
+                )
+                t = self._tables[table] = _Table(meta, stream, file_ids=file_ids)
+            return t
 
     def _table(self, table: str) -> _Table:
         if self._closed:
@@ -213,7 +270,8 @@ class TableServer:
             self._wal_root, t.name
         )
         return FileGroup(
-            t.name, key, t.meta.physical, wal_dir, self._wal_io, self._committer, clock=self._clock
+            t.name, key, t.meta.physical, wal_dir, self._wal_io, self._committer, t.stream,
+            self._files, clock=self._clock,
         )
 
     # == writes ==========================================================================
@@ -467,11 +525,17 @@ class TableServer:
                 self._wal_io, wal_dir, is_flushed=is_flushed, now=self._clock(),
                 retention=self._retention,
             ))
+            delete_stale_segments(
+                self._wal_io, join(wal_dir, STREAM_DIR), keep_incarnation=t.stream.incarnation,
+                has_file=lambda h, t=t: self._wal_io.exists(self._block_path(t.name, h)),
+                now=self._clock(),
+            )
         return deleted
 
     def flush(self, table: str | None = None, *, seal: bool = False) -> list[str]:
         """Flush sealed blocks of resolved transactions (``seal``: seal open blocks
-        first, so everything acknowledged goes); the instants committed."""
+        first, so everything acknowledged goes); the instants committed. On return every
+        sealed block has its block file."""
         with self._lock:
             tables = [self._tables[table]] if table in self._tables else (
                 list(self._tables.values()) if table is None else []
@@ -489,6 +553,10 @@ class TableServer:
                 instant, more = self._flush_table(t)
                 if instant is not None:
                     instants.append(instant)
+            for group in list(t.groups.values()):
+                for block in list(group.blocks):
+                    if block.sealed:
+                        block.has_file()
         return instants
 
     @property
@@ -634,11 +702,15 @@ class TableServer:
         return held
 
     def close(self) -> None:
-        """Release every WAL file (blocks stay unsealed; a restart recovers them)."""
+        """Release every WAL file (open blocks stay in the WAL stream unsealed; a restart
+        recovers them)."""
         self._closed = True
-        for _, _, block in self._blocks():
-            block.close()
         self._appenders.shutdown(wait=True)
+        self._files.shutdown(wait=True)
+        with self._lock:
+            tables = list(self._tables.values())
+        for t in tables:
+            t.stream.close()
         self._committer.close()
 
 

@@ -1,35 +1,45 @@
-"""The WAL segment format: bytes <-> header, frames and seal, each checked by CRC32C. No I/O.
+"""The WAL format: bytes <-> header, frames and seal, each checked by CRC32C. No I/O.
 
-One WAL holds one in-memory block. Its bytes (a file; on object stores the concatenation
-of its objects in order) are a header followed by records; integers are little-endian::
+A WAL file is either a *block file*, holding one in-memory block, or a *stream* segment,
+holding the frames of many blocks of one table written by one table server (so one sync
+makes a write to many file groups durable, see :mod:`memtier.wal.stream`). Its bytes (a
+file; on object stores the concatenation of its objects in order) are a header followed
+by records; integers are little-endian::
 
     header  0  8s  magic b"\\x89MTWAL\\r\\n"
-            8  u16 format version (1)
-           10  u16 0
+            8  u16 format version (2; version 1 files, block files only, are still read)
+           10  u16 file kind: 0 = block file, 1 = stream (0 in version 1)
            12  u32 body length (a multiple of 8)
            16  u32 0
            20  u32 CRC32C of bytes 8..20 and the body
            24      body: file id (16 bytes), block id u64, created ms i64, then table,
                    partition and file group (u32 length + UTF-8 each) and the Arrow schema
-                   (u32 length + IPC schema message), zero-padded to 8 bytes
+                   (u32 length + IPC schema message), zero-padded to 8 bytes. A stream's
+                   header names its writer in the file group and has an empty schema.
 
     record  0  4s  magic b"MTWR"
             4  u32 CRC32C of bytes 8..64, seeded with the CRC32C of the file id
-            8  u8  kind: 1 = frame, 2 = seal
+            8  u8  kind: 1 = frame, 2 = seal, 3 = block (streams only)
             9  3x  0
            12  u32 payload length (a multiple of 8)
            16  u32 CRC32C of the payload
-           20  u32 0
+           20  u32 block reference: in a stream, the number a block record gave the block
+                   the frame belongs to; 0 in block files (and in version 1)
            24  u64 sync mark: how many bytes of this WAL were durable when it was written
            32  u64 transaction id
            40  16s producer id
            56  u64 producer sequence
-           64      payload: an Arrow IPC record-batch message (frame) or the seal body:
-                   frame count u64, row count u64, sealed ms i64 (seal)
+           64      payload: an Arrow IPC record-batch message (frame), the seal body:
+                   frame count u64, row count u64, sealed ms i64 (seal), or a block
+                   file's header body (block: declares the block before its first frame
+                   in each stream segment)
 
 Ids: the transaction id is an unsigned 64-bit number the master allocates; the producer id
 is 16 bytes the client chooses (a UUID's bytes; a u64 client id as ``n.to_bytes(16, "big")``);
 the producer sequence is an unsigned 64-bit number that increases per producer.
+
+In a stream every record header names its block, so each block's frames are recovered on
+their own: a frame whose payload is damaged fails only its block (see :func:`decode_stream`).
 
 Every byte is covered by a check, so a torn or damaged record is always detected. Records
 are 8-byte aligned, so Arrow reads batches straight out of a memory-mapped file. The
@@ -64,20 +74,30 @@ __all__ = [
     "HEADER_PREFIX_SIZE",
     "RECORD_HEADER_SIZE",
     "SEAL_RECORD_SIZE",
+    "StreamBlock",
+    "StreamContents",
     "WalContents",
     "WalFrame",
     "WalHeader",
+    "WalKind",
     "WalSeal",
     "check_schema",
     "decode_seal_record",
+    "decode_stream",
     "decode_wal",
+    "encode_block_file",
+    "encode_declaration",
     "encode_frame",
     "encode_header",
     "encode_seal",
+    "frame_payload",
+    "frame_record",
     "header_length",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Versions this build reads.
+READABLE_VERSIONS = (1, 2)
 MAGIC = b"\x89MTWAL\r\n"
 RECORD_MAGIC = b"MTWR"
 U64_MAX = (1 << 64) - 1
@@ -85,7 +105,7 @@ U64_MAX = (1 << 64) - 1
 _HEADER_PREFIX = struct.Struct("<8sHHIII")
 _HEADER_FIXED = struct.Struct("<16sQq")
 _LENGTH = struct.Struct("<I")
-_RECORD = struct.Struct("<4sIB3xII4xQQ16sQ")
+_RECORD = struct.Struct("<4sIB3xIIIQQ16sQ")
 _SEAL = struct.Struct("<QQq")
 RECORD_HEADER_SIZE = _RECORD.size
 SEAL_RECORD_SIZE = RECORD_HEADER_SIZE + _SEAL.size
@@ -95,6 +115,14 @@ _NO_PRODUCER = bytes(16)
 class RecordKind(enum.IntEnum):
     FRAME = 1
     SEAL = 2
+    BLOCK = 3
+
+
+class WalKind(enum.IntEnum):
+    """What a WAL file holds."""
+
+    BLOCK = 0  # one block's frames, then its seal
+    STREAM = 1  # frames of many blocks, each named by its record header
 
 
 @dataclass(frozen=True)
@@ -109,6 +137,7 @@ class WalHeader:
     created_ms: int
     #: Random per file; seeds every record CRC, so records of another WAL never verify.
     file_id: bytes = field(default_factory=lambda: uuid.uuid4().bytes)
+    kind: WalKind = WalKind.BLOCK
 
     def __post_init__(self) -> None:
         _check_u64("block_id", self.block_id)
@@ -198,17 +227,22 @@ def _pad8(length: int) -> int:
     return -length % 8
 
 
-def encode_header(header: WalHeader) -> bytes:
-    """The header bytes a new WAL starts with."""
+def _header_body(header: WalHeader) -> bytes:
+    """The header body (also the payload of a stream's block record), padded to 8 bytes."""
     parts = [_HEADER_FIXED.pack(header.file_id, header.block_id, header.created_ms)]
     texts = (header.table, header.partition, header.file_group)
     for blob in (*(t.encode() for t in texts), header.schema.serialize().to_pybytes()):
         parts += [_LENGTH.pack(len(blob)), blob]
     body = b"".join(parts)
-    body += bytes(_pad8(len(body)))
-    prefix = _HEADER_PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(body), 0, 0)
+    return body + bytes(_pad8(len(body)))
+
+
+def encode_header(header: WalHeader) -> bytes:
+    """The header bytes a new WAL starts with."""
+    body = _header_body(header)
+    prefix = _HEADER_PREFIX.pack(MAGIC, FORMAT_VERSION, header.kind, len(body), 0, 0)
     crc = crc32c.crc32c(body, crc32c.crc32c(prefix[8:20]))
-    return _HEADER_PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(body), 0, crc) + body
+    return _HEADER_PREFIX.pack(MAGIC, FORMAT_VERSION, header.kind, len(body), 0, crc) + body
 
 
 def _record_header(
@@ -219,6 +253,7 @@ def _record_header(
     producer_id: bytes,
     producer_seq: int,
     seed: int,
+    block_ref: int = 0,
 ) -> bytearray:
     record = bytearray(RECORD_HEADER_SIZE)
     _RECORD.pack_into(
@@ -229,6 +264,7 @@ def _record_header(
         kind,
         len(payload),
         crc32c.crc32c(payload),
+        block_ref,
         sync_mark,
         txn_id,
         producer_id,
@@ -236,6 +272,44 @@ def _record_header(
     )
     _LENGTH.pack_into(record, 4, crc32c.crc32c(memoryview(record)[8:], seed))
     return record
+
+
+def frame_payload(schema: pa.Schema, batch: pa.RecordBatch) -> pa.Buffer:
+    """A frame's payload: ``batch`` (checked against ``schema``) as an Arrow IPC message."""
+    if not batch.schema.equals(schema):
+        check_schema(schema, batch.schema, "the appended batch")
+    payload = batch.serialize()
+    if payload.size % 8:  # Arrow pads IPC messages to 8 bytes; keep records aligned if not
+        payload = pa.py_buffer(payload.to_pybytes() + bytes(_pad8(payload.size)))
+    return payload
+
+
+def frame_record(
+    seed: int,
+    payload: pa.Buffer,
+    *,
+    txn_id: int,
+    producer_id: bytes,
+    producer_seq: int,
+    sync_mark: int,
+    block_ref: int = 0,
+) -> bytearray:
+    """The record header of a frame carrying ``payload`` (see :func:`frame_payload`)."""
+    if not (0 <= txn_id <= U64_MAX and 0 <= producer_seq <= U64_MAX):
+        _check_u64("txn_id", txn_id)
+        _check_u64("producer_seq", producer_seq)
+    if len(producer_id) != 16:
+        raise InvalidArgumentError(f"producer_id must be 16 bytes, got {len(producer_id)}")
+    return _record_header(
+        RecordKind.FRAME,
+        payload,
+        sync_mark,
+        txn_id,
+        bytes(producer_id),
+        producer_seq,
+        seed,
+        block_ref,
+    )
 
 
 def encode_frame(
@@ -247,27 +321,62 @@ def encode_frame(
     producer_seq: int,
     sync_mark: int,
 ) -> tuple[bytearray, pa.Buffer]:
-    """A frame record as (record header, payload); the payload is not copied again."""
-    if not (0 <= txn_id <= U64_MAX and 0 <= producer_seq <= U64_MAX):
-        _check_u64("txn_id", txn_id)
-        _check_u64("producer_seq", producer_seq)
-    if len(producer_id) != 16:
-        raise InvalidArgumentError(f"producer_id must be 16 bytes, got {len(producer_id)}")
-    if not batch.schema.equals(header.schema):
-        check_schema(header.schema, batch.schema, "the appended batch")
-    payload = batch.serialize()
-    if payload.size % 8:  # Arrow pads IPC messages to 8 bytes; keep records aligned if not
-        payload = pa.py_buffer(payload.to_pybytes() + bytes(_pad8(payload.size)))
-    record = _record_header(
-        RecordKind.FRAME,
-        payload,
-        sync_mark,
-        txn_id,
-        bytes(producer_id),
-        producer_seq,
+    """A frame record of a block file as (record header, payload)."""
+    payload = frame_payload(header.schema, batch)
+    record = frame_record(
         header.crc_seed,
+        payload,
+        txn_id=txn_id,
+        producer_id=producer_id,
+        producer_seq=producer_seq,
+        sync_mark=sync_mark,
     )
     return record, payload
+
+
+def encode_declaration(stream: WalHeader, block: WalHeader, ref: int, *, sync_mark: int) -> bytes:
+    """The record declaring ``block`` in a stream segment as reference ``ref``."""
+    payload = _header_body(block)
+    record = _record_header(
+        RecordKind.BLOCK, payload, sync_mark, 0, _NO_PRODUCER, 0, stream.crc_seed, ref
+    )
+    return bytes(record) + payload
+
+
+@dataclass(frozen=True)
+class FramePayload:
+    """One acknowledged frame as a block file stores it."""
+
+    payload: pa.Buffer  # see :func:`frame_payload`
+    rows: int
+    txn_id: int
+    producer_id: bytes
+    producer_seq: int
+
+
+def encode_block_file(
+    header: WalHeader, frames: list[FramePayload], sealed_ms: int
+) -> list[Any]:
+    """A whole sealed block file (header, frames, seal) as buffers to write in order; it
+    is published at once, so every record's sync mark is its own offset."""
+    parts: list[Any] = [encode_header(header)]
+    offset = len(parts[0])
+    for frame in frames:
+        parts += [
+            frame_record(
+                header.crc_seed,
+                frame.payload,
+                txn_id=frame.txn_id,
+                producer_id=frame.producer_id,
+                producer_seq=frame.producer_seq,
+                sync_mark=offset,
+            ),
+            frame.payload,
+        ]
+        offset += RECORD_HEADER_SIZE + frame.payload.size
+    seal = WalSeal(len(frames), sum(f.rows for f in frames), sealed_ms)
+    parts.append(encode_seal(header, seal, sync_mark=offset))
+    return parts
 
 
 def encode_seal(header: WalHeader, seal: WalSeal, *, sync_mark: int) -> bytes:
@@ -316,10 +425,10 @@ def header_length(prefix: bytes | pa.Buffer, path: str) -> int:
     if len(data) < _HEADER_PREFIX.size or data[:8] != MAGIC:
         raise NotAWalFileError(path, 0, "not a memtier WAL file (no WAL magic)")
     _, version, _, body_length, _, _ = _HEADER_PREFIX.unpack_from(data, 0)
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         raise UnknownFormatVersionError(
             f"{path}: WAL format version {version} is not supported (this build reads "
-            f"version {FORMAT_VERSION})"
+            f"versions {', '.join(map(str, READABLE_VERSIONS))})"
         )
     return _HEADER_PREFIX.size + int(body_length)
 
@@ -327,28 +436,35 @@ def header_length(prefix: bytes | pa.Buffer, path: str) -> int:
 def decode_header(data: pa.Buffer, path: str) -> tuple[WalHeader, int]:
     """The header and the offset of the first record."""
     end = header_length(data, path)
-    crc = _HEADER_PREFIX.unpack_from(data, 0)[5]
+    _, _, kind, _, _, crc = _HEADER_PREFIX.unpack_from(data, 0)
     if end > data.size:
         raise CorruptFileError(path, 12, f"header of {end} bytes is longer than the file")
     view = memoryview(data).cast("B")
     if crc32c.crc32c(view[_HEADER_PREFIX.size : end], crc32c.crc32c(view[8:20])) != crc:
         raise CorruptFileError(path, 0, "header checksum mismatch")
+    if kind not in tuple(WalKind):
+        raise CorruptFileError(path, 10, f"unknown WAL file kind {kind}")
+    header = _parse_header_body(data.slice(_HEADER_PREFIX.size, end - _HEADER_PREFIX.size),
+                                path, _HEADER_PREFIX.size, WalKind(kind))
+    return header, end
+
+
+def _parse_header_body(body: pa.Buffer, path: str, offset: int, kind: WalKind) -> WalHeader:
     try:
-        file_id, block_id, created_ms = _HEADER_FIXED.unpack_from(data, _HEADER_PREFIX.size)
-        pos = _HEADER_PREFIX.size + _HEADER_FIXED.size
+        file_id, block_id, created_ms = _HEADER_FIXED.unpack_from(body, 0)
+        pos = _HEADER_FIXED.size
         blobs = []
         for _ in range(4):
-            (length,) = _LENGTH.unpack_from(data, pos)
-            blobs.append(data.slice(pos + 4, length))
+            (length,) = _LENGTH.unpack_from(body, pos)
+            blobs.append(body.slice(pos + 4, length))
             pos += 4 + length
-        if pos > end:
+        if pos > body.size:
             raise ValueError("fields run past the header")
         schema = pa.ipc.read_schema(blobs[3])
         table, partition, file_group = (blob.to_pybytes().decode() for blob in blobs[:3])
-        header = WalHeader(table, partition, file_group, block_id, schema, created_ms, file_id)
+        return WalHeader(table, partition, file_group, block_id, schema, created_ms, file_id, kind)
     except (ValueError, struct.error, pa.ArrowException, InvalidArgumentError) as e:
-        raise CorruptFileError(path, _HEADER_PREFIX.size, f"unreadable header: {e}") from e
-    return header, end
+        raise CorruptFileError(path, offset, f"unreadable header: {e}") from e
 
 
 @dataclass(frozen=True)
@@ -359,10 +475,13 @@ class _Record:
     txn_id: int
     producer_id: bytes
     producer_seq: int
+    block_ref: int
+    #: False when only the payload is damaged: the record header itself is intact.
+    payload_ok: bool = True
 
 
 def _parse_record(data: pa.Buffer, view: memoryview, offset: int, seed: int) -> _Record | str:
-    """The intact record at ``offset``, or why there is none."""
+    """The record at ``offset`` (its header intact), or why there is none."""
     end = offset + RECORD_HEADER_SIZE
     if end > data.size:
         return "incomplete record header"
@@ -374,6 +493,7 @@ def _parse_record(data: pa.Buffer, view: memoryview, offset: int, seed: int) -> 
         kind,
         payload_length,
         payload_crc,
+        block_ref,
         sync_mark,
         txn_id,
         producer_id,
@@ -381,31 +501,43 @@ def _parse_record(data: pa.Buffer, view: memoryview, offset: int, seed: int) -> 
     ) = _RECORD.unpack_from(data, offset)
     if crc32c.crc32c(view[offset + 8 : end], seed) != crc:
         return "record header checksum mismatch"
-    if kind not in (RecordKind.FRAME, RecordKind.SEAL):
+    if kind not in tuple(RecordKind):
         return f"unknown record kind {kind}"
     if end + payload_length > data.size:
         return f"incomplete record: {payload_length} payload bytes announced"
-    if crc32c.crc32c(view[end : end + payload_length]) != payload_crc:
-        return "payload checksum mismatch"
-    return _Record(RecordKind(kind), payload_length, sync_mark, txn_id, producer_id, seq)
+    payload_ok = crc32c.crc32c(view[end : end + payload_length]) == payload_crc
+    return _Record(
+        RecordKind(kind), payload_length, sync_mark, txn_id, producer_id, seq, block_ref, payload_ok
+    )
+
+
+def _durable_witness(data: pa.Buffer, view: memoryview, bad: int, seed: int) -> int | None:
+    """The offset of an intact record after ``bad`` written once ``bad`` was durable (so
+    ``bad`` is damage, not a torn tail), or None."""
+    rest = data.slice(bad + 1).to_pybytes()
+    at = rest.find(RECORD_MAGIC)
+    while at >= 0:
+        record = _parse_record(data, view, bad + 1 + at, seed)
+        if isinstance(record, _Record) and record.sync_mark > bad:
+            return bad + 1 + at
+        at = rest.find(RECORD_MAGIC, at + 1)
+    return None
 
 
 def _check_tail(
     data: pa.Buffer, view: memoryview, bad: int, seed: int, reason: str, path: str
 ) -> None:
     """Raise if an intact record after ``bad`` was written once ``bad`` was durable."""
-    rest = data.slice(bad + 1).to_pybytes()
-    at = rest.find(RECORD_MAGIC)
-    while at >= 0:
-        record = _parse_record(data, view, bad + 1 + at, seed)
-        if isinstance(record, _Record) and record.sync_mark > bad:
-            raise CorruptFileError(
-                path,
-                bad,
-                f"{reason}, but the intact record at byte {bad + 1 + at} was written after "
-                f"{record.sync_mark} bytes were durable",
-            )
-        at = rest.find(RECORD_MAGIC, at + 1)
+    witness = _durable_witness(data, view, bad, seed)
+    if witness is not None:
+        record = _parse_record(data, view, witness, seed)
+        assert isinstance(record, _Record)
+        raise CorruptFileError(
+            path,
+            bad,
+            f"{reason}, but the intact record at byte {witness} was written after "
+            f"{record.sync_mark} bytes were durable",
+        )
 
 
 def _decode_batch(payload: pa.Buffer, schema: pa.Schema, path: str, offset: int) -> pa.RecordBatch:
@@ -420,6 +552,8 @@ def _decode_batch(payload: pa.Buffer, schema: pa.Schema, path: str, offset: int)
 def decode_wal(data: pa.Buffer, path: str) -> WalContents:
     """Decode a whole WAL, stopping at a torn tail; :class:`CorruptFileError` on damage."""
     header, pos = decode_header(data, path)
+    if header.kind is not WalKind.BLOCK:
+        raise NotAWalFileError(path, 10, "a WAL stream, not a block file: read it as a stream")
     seed = header.crc_seed
     view = memoryview(data).cast("B")
     frames: list[WalFrame] = []
@@ -427,11 +561,15 @@ def decode_wal(data: pa.Buffer, path: str) -> WalContents:
     rows = 0
     while pos < data.size:
         record = _parse_record(data, view, pos, seed)
+        if isinstance(record, _Record) and not record.payload_ok:
+            record = "payload checksum mismatch"
         if isinstance(record, str):
             _check_tail(data, view, pos, seed, record, path)
             break
         if seal is not None:
             raise CorruptFileError(path, pos, "record after the seal")
+        if record.kind is RecordKind.BLOCK:
+            raise CorruptFileError(path, pos, "a block record in a block file")
         payload = data.slice(pos + RECORD_HEADER_SIZE, record.payload_length)
         length = RECORD_HEADER_SIZE + record.payload_length
         if record.kind is RecordKind.SEAL:
@@ -477,3 +615,84 @@ def decode_seal_record(record: bytes, header_seed: int) -> WalSeal | None:
     ):
         return None
     return WalSeal(*_SEAL.unpack_from(data, RECORD_HEADER_SIZE))
+
+
+# -- streams ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamBlock:
+    """The frames of one block found in one stream segment, in order."""
+
+    header: WalHeader
+    frames: tuple[WalFrame, ...]
+    #: Why the block cannot be recovered from this segment (a damaged frame), or None.
+    error: CorruptFileError | None = None
+
+
+@dataclass(frozen=True)
+class StreamContents:
+    """Every valid record of one stream segment, by block (in order of declaration)."""
+
+    path: str
+    header: WalHeader
+    blocks: tuple[StreamBlock, ...]
+    size: int  # end of the last valid record
+    tail: int  # bytes after ``size`` holding no valid record (torn, or still being written)
+
+
+def decode_stream(data: pa.Buffer, path: str) -> StreamContents:
+    """Decode a stream segment, stopping at a torn tail.
+
+    Each block is recovered on its own: a durable frame whose payload is damaged fails
+    only its block (its :attr:`StreamBlock.error`); the other blocks are exact. A damaged
+    record header names no block, so it fails the whole segment (CorruptFileError)."""
+    header, pos = decode_header(data, path)
+    if header.kind is not WalKind.STREAM:
+        raise NotAWalFileError(path, 10, "a block file, not a WAL stream")
+    seed = header.crc_seed
+    view = memoryview(data).cast("B")
+    blocks: dict[int, tuple[WalHeader, list[WalFrame]]] = {}
+    errors: dict[int, CorruptFileError] = {}
+    while pos < data.size:
+        record = _parse_record(data, view, pos, seed)
+        if isinstance(record, str):
+            _check_tail(data, view, pos, seed, record, path)
+            break
+        length = RECORD_HEADER_SIZE + record.payload_length
+        ref = record.block_ref
+        if record.kind is RecordKind.SEAL:
+            raise CorruptFileError(path, pos, "a seal record in a stream")
+        if record.kind is RecordKind.FRAME and ref not in blocks:
+            raise CorruptFileError(path, pos, f"a frame of block reference {ref}, never declared")
+        if record.kind is RecordKind.BLOCK and ref in blocks:
+            raise CorruptFileError(path, pos, f"block reference {ref} declared twice")
+        if not record.payload_ok:
+            if _durable_witness(data, view, pos, seed) is None:
+                break  # a torn tail: never acknowledged
+            if record.kind is RecordKind.BLOCK:
+                raise CorruptFileError(path, pos, "damaged block record")
+            errors.setdefault(ref, CorruptFileError(path, pos, "frame payload checksum mismatch"))
+            pos += length
+            continue
+        payload = data.slice(pos + RECORD_HEADER_SIZE, record.payload_length)
+        if record.kind is RecordKind.BLOCK:
+            block = _parse_header_body(payload, path, pos + RECORD_HEADER_SIZE, WalKind.BLOCK)
+            blocks[ref] = (block, [])
+        elif ref not in errors:
+            block, frames = blocks[ref]
+            try:
+                batch = _decode_batch(payload, block.schema, path, pos)
+            except CorruptFileError as e:
+                errors[ref] = e
+            else:
+                frames.append(
+                    WalFrame(
+                        pos, length, record.txn_id, record.producer_id, record.producer_seq, batch
+                    )
+                )
+        pos += length
+    found = tuple(
+        StreamBlock(block, tuple(frames), errors.get(ref)) for ref, (block, frames) in blocks.items()
+    )
+    return StreamContents(path, header, found, pos, data.size - pos)

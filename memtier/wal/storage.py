@@ -18,10 +18,18 @@ from typing import Any
 import pyarrow as pa
 
 from memtier.errors import CorruptFileError, InvalidArgumentError, NotFoundError
-from memtier.io import AppendFile, FileInfo, FileIO, basename, is_temp_file, join, parent
+from memtier.io import AppendFile, Data, FileInfo, FileIO, is_temp_file, join, parent
 from memtier.wal.format import U64_MAX
 
-__all__ = ["WalEntry", "WalFileName", "WalSink", "WalStorage", "list_wals", "wal_storage"]
+__all__ = [
+    "WalEntry",
+    "WalFileName",
+    "WalSink",
+    "WalStorage",
+    "list_logs",
+    "list_wals",
+    "wal_storage",
+]
 
 _NAME = re.compile(r"^(?P<file_group>[^/]+)\.(?P<block>[0-9a-f]{16})\.wal$")
 _PART = re.compile(r"^(?P<seq>\d{12})\.wal$")
@@ -91,8 +99,9 @@ class WalStorage(ABC):
         self.path = path
 
     @abstractmethod
-    def create(self, header: bytes) -> None:
-        """Publish a new WAL holding ``header``, durably; AlreadyExistsError if it exists."""
+    def create(self, header: Data) -> None:
+        """Publish a new WAL holding ``header`` (or a whole WAL), durably, at once;
+        AlreadyExistsError if it exists."""
 
     @abstractmethod
     def open_sink(self) -> WalSink:
@@ -122,25 +131,34 @@ def wal_storage(fileio: FileIO, path: str) -> WalStorage:
     return FileStorage(fileio, path) if fileio.supports_append else ObjectStorage(fileio, path)
 
 
-def list_wals(fileio: FileIO, root: str) -> list[WalEntry]:
-    """Every WAL below ``root`` (recursively), sorted by path."""
+def list_logs(fileio: FileIO, root: str) -> list[FileInfo]:
+    """Every log below ``root`` (recursively; a file, or on object stores a prefix of
+    numbered objects) as one entry with its total size and last modification."""
     files = fileio.list_files(root)
     if fileio.supports_append:
-        found = [(f.path, [f]) for f in files]
-    else:
-        groups: dict[str, list[FileInfo]] = {}
-        for f in files:
-            if _PART.match(f.name):
-                groups.setdefault(parent(f.path), []).append(f)
-        found = sorted(groups.items())
+        return files
+    groups: dict[str, list[FileInfo]] = {}
+    for f in files:
+        if _PART.match(f.name):
+            groups.setdefault(parent(f.path), []).append(f)
+    return [
+        FileInfo(
+            path,
+            sum(i.size for i in infos),
+            False,
+            max((i.mtime for i in infos if i.mtime is not None), default=None),
+        )
+        for path, infos in sorted(groups.items())
+    ]
+
+
+def list_wals(fileio: FileIO, root: str) -> list[WalEntry]:
+    """Every block file below ``root`` (recursively), sorted by path."""
     entries = []
-    for path, infos in found:
-        name = WalFileName.parse(basename(path))
+    for info in list_logs(fileio, root):
+        name = WalFileName.parse(info.name)
         if name is not None:
-            mtimes = [i.mtime for i in infos if i.mtime is not None]
-            entries.append(
-                WalEntry(path, name, sum(i.size for i in infos), max(mtimes, default=None))
-            )
+            entries.append(WalEntry(info.path, name, info.size, info.mtime))
     return entries
 
 
@@ -185,7 +203,7 @@ class _FileSink(WalSink):
 class FileStorage(WalStorage):
     """A WAL in one file, appended to and synced in place."""
 
-    def create(self, header: bytes) -> None:
+    def create(self, header: Data) -> None:
         self.fileio.create_exclusive(self.path, header)
 
     def open_sink(self) -> WalSink:
@@ -257,7 +275,7 @@ class ObjectStorage(WalStorage):
             offset += part.size
         return parts
 
-    def create(self, header: bytes) -> None:
+    def create(self, header: Data) -> None:
         self.fileio.create_exclusive(_part_path(self.path, 0), header)
 
     def open_sink(self) -> WalSink:

@@ -284,11 +284,16 @@ class WalWriter:
             producer_seq=producer_seq,
             sync_mark=self._durable,
         )
-        length = len(record) + payload.size
+        return self._append_parts((record, payload), batch.num_rows)
+
+    def _append_parts(self, parts: tuple[Any, ...], rows: int) -> FrameLocation:
+        """Queue the buffers of one frame (and what must precede it) as one run of bytes;
+        returns once durable (or written, with INTERVAL)."""
+        length = sum(memoryview(p).nbytes for p in parts)
         with self._lock:
-            offset = self._enqueue((record, payload), length)
+            offset = self._enqueue(parts, length)
             self._frames += 1
-            self._rows += batch.num_rows
+            self._rows += rows
             self._appends += 1
             if self._gather is not None:
                 self._gather_missing -= 1

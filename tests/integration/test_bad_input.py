@@ -29,14 +29,13 @@ from memtier.errors import (
     TransactionError,
     UnknownColumnError,
 )
-from memtier.io import open_fileio
 from memtier.master.service import MasterProxy
 from memtier.tableserver.service import TableServerProxy
-from memtier.wal import list_wals, read_wal
 from tests.support.hudirs import rows
 from tests.support.inprocess import InProcessCluster
 from tests.support.model import bucket_of
 from tests.support.rpccluster import RpcCluster
+from tests.support.wal import held_blocks
 
 SCHEMA = pa.schema([("id", pa.int64()), ("region", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
 BUCKETS = 4
@@ -86,14 +85,13 @@ def ids_on(client: Client, server_id: str, count: int, start: int = 1000) -> lis
     return found
 
 
-def wal_files(wal_root: str) -> dict[str, int]:
-    """Every WAL file and its size."""
-    return {e.path: e.size for e in list_wals(open_fileio(wal_root), wal_root)}
+def wal_files(wal_root: str) -> dict[bytes, int]:
+    """Every block the WALs hold, and its rows."""
+    return held_blocks(wal_root)
 
 
 def wal_rows(wal_root: str) -> int:
-    io = open_fileio(wal_root)
-    return sum(read_wal(io, e.path).row_count for e in list_wals(io, wal_root))
+    return sum(held_blocks(wal_root).values())
 
 
 @contextmanager

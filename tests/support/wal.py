@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from memtier.io import FileIO, FsspecFileIO
-from memtier.wal import FrameLocation, GroupCommitter, WalFileName, WalHeader, WalWriter
+from memtier.io import FileIO, FsspecFileIO, open_fileio
+from memtier.wal import (
+    FrameLocation,
+    GroupCommitter,
+    SegmentName,
+    WalFileName,
+    WalHeader,
+    WalWriter,
+    list_wals,
+    read_stream,
+    read_wal,
+)
+from memtier.wal.storage import list_logs
 
 SCHEMA = pa.schema(
     [
@@ -72,3 +83,21 @@ def write_wal(
         else:
             writer.close()
     return locations
+
+
+def held_blocks(wal_root: str) -> dict[bytes, int]:
+    """Rows per block (by its file id) that the WALs below ``wal_root`` hold: from its
+    block file, or, while it has none, from the WAL streams (so a block file being
+    written in the background changes nothing)."""
+    io = open_fileio(wal_root)
+    streamed: dict[bytes, int] = {}
+    for info in list_logs(io, wal_root):
+        if SegmentName.parse(info.name) is not None:
+            for block in read_stream(io, info.path).blocks:
+                rows = sum(f.batch.num_rows for f in block.frames)
+                streamed[block.header.file_id] = streamed.get(block.header.file_id, 0) + rows
+    files = {}
+    for entry in list_wals(io, wal_root):
+        contents = read_wal(io, entry.path)
+        files[contents.header.file_id] = contents.row_count
+    return {**streamed, **files}

@@ -144,7 +144,7 @@ def test_unknown_version() -> None:
     data = bytearray(wal_bytes(APPENDS))
     struct.pack_into("<H", data, 8, FORMAT_VERSION + 1)
     with pytest.raises(
-        UnknownFormatVersionError, match=f"{PATH}: WAL format version 2 is not supported"
+        UnknownFormatVersionError, match=f"{PATH}: WAL format version {FORMAT_VERSION + 1} is not supported"
     ):
         decode(bytes(data))
 

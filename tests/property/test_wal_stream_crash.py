@@ -1,0 +1,341 @@
+"""Crash recovery of WAL streams is exact, per block: kill a real writer process appending
+each write to many blocks at once, or tear or damage the shared stream, and every block
+recovers exactly its acknowledged frames (and nothing never written), on its own.
+
+The writer is this module run as a child process: each thread is a producer writing
+``batch_for(producer, seq)`` to each of its ``blocks`` blocks at once (one frame per block,
+appended in parallel as a table server does for the file groups of one write, so they
+share syncs), then reports the acknowledgement; at ``seal_at`` it writes its blocks' files
+(as a table server does when it seals them) and goes on with new blocks. The parent
+SIGKILLs it at a random moment, then recovers as a table server does: block files are
+written for the blocks found only in the stream, and every block file is read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memtier.config import SyncPolicy, WalConfig
+from memtier.errors import CorruptFileError
+from memtier.io import FileIO, open_fileio
+from memtier.wal import (
+    GroupCommitter,
+    WalFileName,
+    WalHeader,
+    WalStream,
+    list_wals,
+    read_stream,
+    read_wal,
+    recover_blocks,
+    write_block_file,
+)
+from memtier.wal.format import (
+    HEADER_PREFIX_SIZE,
+    RECORD_HEADER_SIZE,
+    FramePayload,
+    frame_payload,
+    header_length,
+)
+from memtier.wal.storage import list_logs
+from tests.support.wal import SCHEMA, batch_for, header, producer_id
+
+REPO = Path(__file__).resolve().parents[2]
+CHILD_DEADLINE_S = 60.0
+
+
+def stream_dir(root: str) -> str:
+    return f"{root}/streams"
+
+
+def block_path(root: str, h: WalHeader) -> str:
+    return f"{root}/{WalFileName(h.file_group, h.block_id).name}"
+
+
+# -- the child: a writer process ----------------------------------------------------------
+
+
+def child(root: str, threads: int, blocks: int, policy: str, seals: dict[int, int]) -> None:
+    """Append until killed; report ``ack <producer> <seq>`` and ``sealed <producer>``."""
+    fileio = open_fileio(root)
+    committer = GroupCommitter(WalConfig(sync_policy=SyncPolicy(policy)))
+    stream = WalStream(fileio, stream_dir(root), table="t", owner="w", committer=committer)
+    pool = ThreadPoolExecutor(8)
+    out = sys.stdout.fileno()
+    os.write(out, b"ready\n")
+
+    def run(t: int) -> None:
+        block_id = 1
+        held: dict[int, list[FramePayload]] = {j: [] for j in range(blocks)}
+        headers = {j: header(f"fg{t}-{j}", block_id) for j in range(blocks)}
+        s = 0
+        while True:
+            if seals.get(t) == s:
+                for j in range(blocks):
+                    write_block_file(fileio, block_path(root, headers[j]), headers[j], held[j], 1)
+                    stream.materialized(headers[j])
+                os.write(out, f"sealed {t}\n".encode())
+                block_id += 1
+                held = {j: [] for j in range(blocks)}
+                headers = {j: header(f"fg{t}-{j}", block_id) for j in range(blocks)}
+            batch = batch_for(t, s)
+            frame = FramePayload(frame_payload(SCHEMA, batch), batch.num_rows, s // 4,
+                                 producer_id(t), s)
+
+            def one(j: int, frame: FramePayload = frame, headers: dict = headers,
+                    held: dict = held) -> None:
+                stream.append(headers[j], frame.payload, frame.rows, txn_id=frame.txn_id,
+                              producer_id=frame.producer_id, producer_seq=frame.producer_seq)
+                held[j].append(frame)
+
+            list(pool.map(one, range(blocks)))
+            os.write(out, f"ack {t} {s}\n".encode())  # one small write: atomic on a pipe
+            s += 1
+
+    workers = [threading.Thread(target=run, args=(t,), daemon=True) for t in range(threads)]
+    for w in workers:
+        w.start()
+    time.sleep(3600)  # wait to be killed
+
+
+# -- the parent ---------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    acked: dict[int, int] = field(default_factory=dict)  # producer -> last acked seq
+    sealed: set[int] = field(default_factory=set)
+    lines: int = 0
+
+
+def crash_child(root: str, case: dict[str, Any]) -> Run:
+    args = [sys.executable, "-m", "tests.property.test_wal_stream_crash", root,
+            str(case["threads"]), str(case["blocks"]), case["policy"], json.dumps(case["seals"])]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run = Run()
+    enough = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            kind, *rest = line.decode().split()
+            if kind == "ack":
+                run.acked[int(rest[0])] = int(rest[1])
+                run.lines += 1
+            elif kind == "sealed":
+                run.sealed.add(int(rest[0]))
+            if run.lines >= case["kill_after"]:
+                enough.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        if not enough.wait(CHILD_DEADLINE_S):
+            state = "hung" if proc.poll() is None else proc.stderr.read().decode()  # type: ignore[union-attr]
+            raise AssertionError(f"the writer made no progress: {state}")
+        time.sleep(case["delay_s"])  # a random moment: the kill is not aimed at any step
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        reader.join()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()  # type: ignore[union-attr]
+    return run
+
+
+def recover_all(fileio: FileIO, root: str) -> dict[str, list[int]]:
+    """As a table server recovers: block files for the blocks only in the stream, then
+    every block file read; each file group's sequence numbers in block order."""
+    for h, frames in recover_blocks(fileio, stream_dir(root), lambda h: True):
+        payloads = [FramePayload(frame_payload(h.schema, f.batch), f.batch.num_rows, f.txn_id,
+                                 f.producer_id, f.producer_seq) for f in frames]
+        write_block_file(fileio, block_path(root, h), h, payloads, 2)
+    found: dict[str, list[int]] = {}
+    for entry in sorted(list_wals(fileio, root), key=lambda e: (e.name.file_group, e.name.block_id)):
+        contents = read_wal(fileio, entry.path)
+        assert contents.sealed
+        p = int(entry.name.file_group[2:].split("-")[0])
+        for frame in contents.frames:
+            assert int.from_bytes(frame.producer_id, "big") == p
+            assert frame.txn_id == frame.producer_seq // 4
+            assert frame.batch.equals(batch_for(p, frame.producer_seq))
+        found.setdefault(entry.name.file_group, []).extend(f.producer_seq for f in contents.frames)
+    return found
+
+
+def check_recovery(root: str, run: Run, case: dict[str, Any]) -> None:
+    found = recover_all(open_fileio(root), root)
+    for t in range(case["threads"]):
+        last_ack = run.acked.get(t, -1)
+        for j in range(case["blocks"]):
+            seqs = found.get(f"fg{t}-{j}", [])
+            assert seqs == list(range(len(seqs))), f"producer {t} block {j}: {seqs[:20]}..."
+            assert last_ack + 1 <= len(seqs) <= last_ack + 2, (t, j, last_ack, len(seqs))
+
+
+crash_cases = st.fixed_dictionaries(
+    {
+        "threads": st.integers(1, 4),
+        "blocks": st.integers(2, 6),
+        "policy": st.sampled_from([SyncPolicy.EVERY_APPEND.value, SyncPolicy.GROUP_WINDOW.value]),
+        "kill_after": st.integers(0, 80),
+        "delay_s": st.floats(0, 0.003),
+        "seals": st.dictionaries(st.integers(0, 3), st.integers(1, 30), max_size=4),
+    }
+)
+
+
+def run_case(root: str, case: dict[str, Any]) -> None:
+    check_recovery(root, crash_child(root, case), case)
+
+
+def test_sigkill_during_writes_to_many_blocks_quick() -> None:
+    with tempfile.TemporaryDirectory() as root:
+        for i, case in enumerate([
+            {"threads": 1, "blocks": 4, "policy": "every-append", "kill_after": 30,
+             "delay_s": 0.001, "seals": {}},
+            {"threads": 3, "blocks": 4, "policy": "every-append", "kill_after": 60,
+             "delay_s": 0.0005, "seals": {0: 5, 2: 20}},
+        ]):
+            run_case(os.path.join(root, str(i)), case)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(crash_cases)
+def test_sigkill_during_writes_to_many_blocks(case: dict[str, Any]) -> None:
+    root = tempfile.mkdtemp()
+    try:
+        run_case(root, case)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- torn and damaged streams ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Record:
+    offset: int
+    header_end: int
+    end: int
+    block: int  # the block it declares or is a frame of
+    frame: bool
+    write: int  # the append it was written (and synced) by
+
+
+def write_stream(root: str, appends: list[int]) -> tuple[str, list[Record]]:
+    """One segment holding a frame of block ``b`` for each ``b`` in ``appends``, each
+    synced before the next; its path and every record."""
+    fileio = open_fileio(root)
+    headers = {b: header(f"fg{b}") for b in set(appends)}
+    seqs = dict.fromkeys(headers, 0)
+    with GroupCommitter() as committer:
+        stream = WalStream(fileio, stream_dir(root), table="t", owner="w", committer=committer)
+        for b in appends:
+            batch = batch_for(b, seqs[b])
+            stream.append(headers[b], frame_payload(SCHEMA, batch), batch.num_rows, txn_id=0,
+                          producer_id=producer_id(b), producer_seq=seqs[b])
+            seqs[b] += 1
+        stream.close()
+    [info] = list_logs(fileio, stream_dir(root))
+    contents = read_stream(fileio, info.path)
+    frames = sorted((f.offset, f.length, int(b.header.file_group[2:]))
+                    for b in contents.blocks for f in b.frames)
+    records: list[Record] = []
+    pos, declared = header_length(fileio.read_range(info.path, 0, HEADER_PREFIX_SIZE), info.path), set()
+    for write, (offset, length, b) in enumerate(frames):
+        if b not in declared:
+            declared.add(b)
+            records.append(Record(pos, pos + RECORD_HEADER_SIZE, offset, b, False, write))
+        records.append(Record(offset, offset + RECORD_HEADER_SIZE, offset + length, b, True, write))
+        pos = offset + length
+    return info.path, records
+
+
+def expected(records: list[Record], before: int) -> dict[int, int]:
+    """Frames per block of the records that end by ``before``."""
+    kept: dict[int, int] = {}
+    for r in records:
+        if r.frame and r.end <= before:
+            kept[r.block] = kept.get(r.block, 0) + 1
+    return kept
+
+
+def recovered(fileio: FileIO, root: str, skip: int | None = None) -> dict[int, int]:
+    blocks = recover_blocks(fileio, stream_dir(root), lambda h: h.file_group != f"fg{skip}")
+    found = {int(h.file_group[2:]): [f.producer_seq for f in frames] for h, frames in blocks}
+    for seqs in found.values():
+        assert seqs == list(range(len(seqs)))
+    return {b: len(seqs) for b, seqs in found.items() if seqs}
+
+
+def check_damage(root: str, appends: list[int], picks: list[tuple[int, int]]) -> None:
+    """Cut the stream at, or flip a bit of, chosen bytes of chosen records: every block
+    keeps exactly its frames that are intact and were acknowledged, on its own."""
+    fileio = open_fileio(root)
+    path, records = write_stream(root, appends)
+    data = fileio.read_bytes(path)
+    last_write = records[-1].write
+    for index, where in picks:
+        r = records[index % len(records)]
+        at = r.offset + where % (r.end - r.offset)
+        fileio.write_atomic(path, data[:at])  # torn at ``at``
+        assert recovered(fileio, root) == expected(records, at)
+        fileio.write_atomic(path, data[:at] + bytes([data[at] ^ 0x10]) + data[at + 1:])
+        if r.write == last_write:  # damage in the last write looks torn: it was never acked
+            assert recovered(fileio, root) == expected(records, r.offset)
+        elif r.frame and at >= r.header_end:  # a frame's payload: only its block fails
+            with pytest.raises(CorruptFileError, match="payload"):
+                recovered(fileio, root)
+            assert recovered(fileio, root, skip=r.block) == {
+                b: n for b, n in expected(records, len(data)).items() if b != r.block
+            }
+        else:  # a record header or a block declaration: the segment names no block
+            with pytest.raises(CorruptFileError):
+                recovered(fileio, root)
+        fileio.write_atomic(path, data)
+
+
+damage_cases = (
+    st.lists(st.integers(0, 4), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(0, 100), st.integers(0, 10_000)), min_size=1, max_size=12),
+)
+
+
+@settings(max_examples=20, deadline=None)
+@given(*damage_cases)
+def test_torn_and_damaged_streams_recover_exactly_per_block(
+    appends: list[int], picks: list[tuple[int, int]]
+) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        check_damage(root, appends, picks)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None)
+@given(*damage_cases)
+def test_torn_and_damaged_streams_recover_exactly_per_block_many(
+    appends: list[int], picks: list[tuple[int, int]]
+) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        check_damage(root, appends, picks)
+
+
+if __name__ == "__main__":
+    child(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
+          {int(k): v for k, v in json.loads(sys.argv[5]).items()})

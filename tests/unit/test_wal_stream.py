@@ -1,0 +1,214 @@
+"""WAL streams: many blocks' frames in one group-committed stream, each block recovered on
+its own; block files written whole; version-1 block files still read."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from memtier.errors import CorruptFileError, NotAWalFileError, WalClosedError
+from memtier.io import FileIO, open_fileio
+from memtier.wal import (
+    GroupCommitter,
+    SegmentName,
+    WalHeader,
+    WalStream,
+    WalWriter,
+    delete_stale_segments,
+    read_stream,
+    read_wal,
+    recover,
+    recover_blocks,
+    write_block_file,
+)
+from memtier.wal.format import FramePayload, frame_payload
+from memtier.wal.storage import list_logs
+from tests.support.wal import SCHEMA, batch_for, header, producer_id
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+@functools.cache
+def block_header(block: int) -> WalHeader:
+    return header(f"fg{block}")
+
+
+def append(stream: WalStream, block: int, seq: int) -> None:
+    h = block_header(block)
+    batch = batch_for(block, seq)
+    stream.append(
+        h,
+        frame_payload(SCHEMA, batch),
+        batch.num_rows,
+        txn_id=seq,
+        producer_id=producer_id(block),
+        producer_seq=seq,
+    )
+
+
+def segments(fileio: FileIO, directory: str) -> list[str]:
+    return [i.path for i in list_logs(fileio, directory) if SegmentName.parse(i.name)]
+
+
+def by_block(fileio: FileIO, directory: str) -> dict[str, list[int]]:
+    return {
+        h.file_group: [f.producer_seq for f in frames]
+        for h, frames in recover_blocks(fileio, directory, lambda h: True)
+    }
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> str:
+    return str(tmp_path)
+
+
+def test_one_sync_per_write_to_many_blocks(root: str) -> None:
+    """Frames of several blocks queued at once share one sync."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    fileio = open_fileio(root)
+    with GroupCommitter() as committer, ThreadPoolExecutor(8) as pool:
+        stream = WalStream(fileio, f"{root}/s", table="t", owner="a", committer=committer)
+        append(stream, 0, 0)  # the segment exists
+        before = committer.stats().syncs
+        for seq in range(1, 21):
+            list(pool.map(lambda b, seq=seq: append(stream, b, seq), range(8)))
+        syncs = committer.stats().syncs - before
+        stream.close()
+    assert syncs < 20 * 8 / 2, syncs  # 160 frames; per-file WALs would sync 160 times
+    found = by_block(fileio, f"{root}/s")
+    assert found["fg0"] == list(range(21))
+    assert all(found[f"fg{b}"] == list(range(1, 21)) for b in range(1, 8))
+
+
+def test_blocks_span_segments_and_segments_go_once_every_block_has_its_file(root: str) -> None:
+    fileio = open_fileio(root)
+    with GroupCommitter() as committer:
+        stream = WalStream(
+            fileio, f"{root}/s", table="t", owner="a", committer=committer, segment_bytes=2000
+        )
+        for seq in range(12):
+            for block in range(3):
+                append(stream, block, seq)
+        assert len(segments(fileio, f"{root}/s")) > 3
+        found = by_block(fileio, f"{root}/s")
+        assert found == {f"fg{b}": list(range(12)) for b in range(3)}
+        for path in segments(fileio, f"{root}/s"):  # each declares the blocks it holds
+            assert all(b.header == block_header(int(b.header.file_group[2:]))
+                       for b in read_stream(fileio, path).blocks)
+        headers = {h.file_group: (h, frames) for h, frames in
+                   recover_blocks(fileio, f"{root}/s", lambda h: True)}
+        for name in ("fg0", "fg1"):
+            h, frames = headers[name]
+            stream.materialized(h)
+        left = segments(fileio, f"{root}/s")
+        assert left and all(
+            {b.header.file_group for b in read_stream(fileio, p).blocks} & {"fg2"}
+            or p == left[-1]
+            for p in left
+        )
+        stream.materialized(headers["fg2"][0])
+        assert len(segments(fileio, f"{root}/s")) == 1  # the current one
+        stream.close()
+        assert segments(fileio, f"{root}/s") == []  # closed, every block has its file
+        with pytest.raises(WalClosedError):
+            append(stream, 0, 99)
+
+
+def test_a_closed_stream_keeps_the_segments_of_blocks_without_files(root: str) -> None:
+    fileio = open_fileio(root)
+    with GroupCommitter() as committer:
+        stream = WalStream(fileio, f"{root}/s", table="t", owner="a", committer=committer)
+        append(stream, 0, 0)
+        stream.close()
+    assert len(segments(fileio, f"{root}/s")) == 1
+    assert by_block(fileio, f"{root}/s") == {"fg0": [0]}
+
+
+def test_block_files_are_written_whole_and_sealed(root: str) -> None:
+    fileio = open_fileio(root)
+    h = header("fg", 4)
+    batches = [batch_for(1, s) for s in range(3)]
+    frames = [
+        FramePayload(frame_payload(SCHEMA, b), b.num_rows, s, producer_id(1), s)
+        for s, b in enumerate(batches)
+    ]
+    path = f"{root}/fg.0000000000000004.wal"
+    assert write_block_file(fileio, path, h, frames, 1234)
+    assert not write_block_file(fileio, path, h, frames, 5678)  # exists: left as it is
+    contents = recover(fileio, path).contents
+    assert contents.header == h and contents.sealed and contents.seal.sealed_ms == 1234
+    assert [f.batch for f in contents.frames] == batches
+    data = bytearray(fileio.read_bytes(path))
+    data[contents.frames[1].offset + 70] ^= 1  # damage inside: never taken for a torn tail
+    fileio.write_atomic(path, bytes(data))
+    with pytest.raises(CorruptFileError, match="written after"):
+        read_wal(fileio, path)
+
+
+def test_stream_and_block_files_are_told_apart(root: str) -> None:
+    fileio = open_fileio(root)
+    with GroupCommitter() as committer:
+        stream = WalStream(fileio, f"{root}/s", table="t", owner="a", committer=committer)
+        append(stream, 0, 0)
+        stream.close()
+    [segment] = segments(fileio, f"{root}/s")
+    with pytest.raises(NotAWalFileError, match="a WAL stream"):
+        read_wal(fileio, segment)
+    path = f"{root}/fg.0000000000000001.wal"
+    with GroupCommitter() as committer:
+        WalWriter.create(fileio, path, header(), committer).close()
+    with pytest.raises(NotAWalFileError, match="a block file"):
+        read_stream(fileio, path)
+
+
+def test_version_1_block_files_are_still_read(tmp_path: Path) -> None:
+    """Files written by format version 1 (kept in tests/data): read, recovered, resumed."""
+    sealed = read_wal(open_fileio(str(DATA)), str(DATA / "v1-block.wal"))
+    assert sealed.sealed and sealed.header.block_id == 7
+    assert [(int.from_bytes(f.producer_id, "big"), f.producer_seq) for f in sealed.frames] == [
+        (0, 0), (1, 0), (0, 1)
+    ]
+    assert all(f.batch.equals(batch_for(int.from_bytes(f.producer_id, "big"), f.producer_seq))
+               for f in sealed.frames)
+    copy = tmp_path / "fg2.0000000000000003.wal"
+    shutil.copy(DATA / "v1-unsealed.wal", copy)
+    fileio = open_fileio(str(tmp_path))
+    contents = recover(fileio, str(copy)).contents
+    assert not contents.sealed and [f.producer_seq for f in contents.frames] == [0, 1]
+    with GroupCommitter() as committer:
+        writer = WalWriter.resume(fileio, contents, committer)
+        writer.append(batch_for(2, 2), txn_id=0, producer_id=producer_id(2), producer_seq=2)
+        writer.seal()
+    again = read_wal(fileio, str(copy))
+    assert again.sealed and [f.producer_seq for f in again.frames] == [0, 1, 2]
+
+
+def test_stale_segments_of_other_incarnations_go_once_their_blocks_have_files(root: str) -> None:
+    fileio = open_fileio(root)
+    with GroupCommitter() as committer:
+        dead = WalStream(fileio, f"{root}/s", table="t", owner="a", committer=committer)
+        append(dead, 0, 0)
+        append(dead, 1, 0)
+        dead.close()
+        live = WalStream(fileio, f"{root}/s", table="t", owner="a", committer=committer)
+        append(live, 2, 0)
+        with_files = {"fg0"}
+
+        def sweep(now: float) -> int:
+            return delete_stale_segments(
+                fileio, f"{root}/s", keep_incarnation=live.incarnation,
+                has_file=lambda h: h.file_group in with_files, now=now,
+            )
+
+        later = time.time() + 3600
+        assert sweep(later) == 0  # fg1 has no file yet
+        with_files.add("fg1")
+        assert sweep(time.time()) == 0  # too recent: its writer may still append
+        assert sweep(later) == 1
+        assert by_block(fileio, f"{root}/s") == {"fg2": [0]}  # the live one is kept
+        live.close()
