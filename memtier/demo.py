@@ -221,7 +221,7 @@ def _stream_and_flush(writer: Client, reader: Client, options: DemoOptions,
                  f"value double, city string (partition); {BUCKETS} buckets")
     console.note(created["path"])
     upserts = Upserts(options.rows_per_batch)
-    with console.task("first write (opens a WAL file per file group)"):
+    with console.task("first write (opens the table's WAL stream)"):
         writer.write(table, upserts.next())
     stats = StreamStats()
     board = AckBoard()
