@@ -3,6 +3,8 @@
     memtier start  [--path DIR] [--table-servers N] [--config KEY=VALUE ...]
     memtier status [--address grpc://HOST:PORT] [--token T] [--json]
     memtier compact|cluster|clean TABLE [--address ...] [--token T] [--no-wait]
+    memtier sync-catalog [TABLE ...] [--metastore DIR] [--database DB] [--address ...] [--token T]
+    memtier sync-catalog --path HUDI_TABLE [--name NAME] --metastore DIR [--database DB]
     memtier demo   [--path DIR] [--seconds S] [--rows-per-batch N]
 
 Exit codes: 0 success; 1 the command ran and failed; 2 it could not run as asked (a
@@ -63,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("--table-servers", type=_positive(int), default=2, metavar="N",
                        help="table servers to start (default: %(default)s)")
     start.add_argument("--config", type=_key_value, action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                       help="cluster.*, tableserver.* and wal.* settings (see the README)")
+                       help="cluster.*, tableserver.*, wal.*, services.* and catalog.* settings (see the README)")
     start.set_defaults(run=_start)
 
     status = commands.add_parser("status", help="table servers, tables, table services and open transactions")
@@ -83,6 +85,21 @@ def _parser() -> argparse.ArgumentParser:
                                  help="a partition to cluster (repeatable; default: all)")
             service.add_argument("--sort", default="", metavar="COL[,COL]", help="sort columns")
         service.set_defaults(run=_service, kind=kind)
+
+    sync = commands.add_parser(
+        "sync-catalog", help="register tables and their partitions in a Trino file metastore",
+        description="Register memtier tables (NAME_ro and NAME_rt; NAME for copy-on-write) and their "
+                    "partitions in a Trino file metastore (hive.metastore=file), as Hudi's hive-sync does, "
+                    "and print the Trino catalog file that reads it.")
+    sync.add_argument("tables", nargs="*", metavar="TABLE", help="the cluster's tables to sync (default: all)")
+    sync.add_argument("--metastore", metavar="DIR",
+                      help="the metastore directory (default: the cluster's catalog.file-metastore)")
+    sync.add_argument("--database", help="the metastore database, Trino's schema (default: default)")
+    sync.add_argument("--path", metavar="HUDI_TABLE",
+                      help="sync the Hudi table at this path instead, without a cluster")
+    sync.add_argument("--name", help="with --path: the name to register (default: the Hudi table name)")
+    _add_address(sync)
+    sync.set_defaults(run=_sync_catalog)
 
     demo = commands.add_parser("demo", help="stream upserts, watch freshness, read the Hudi table with hudi-rs")
     demo.add_argument("--path", help="where the demo's data goes (default: a new temporary directory)")
@@ -108,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code or 0)
     if args.command is None:
         parser.print_usage(sys.stderr)
-        print("memtier: error: a command is required (start, status or demo)", file=sys.stderr)
+        print("memtier: error: a command is required (start, status, sync-catalog or demo)", file=sys.stderr)
         return 2
     try:
         return args.run(args)
@@ -207,6 +224,43 @@ def _service(args: argparse.Namespace) -> int:
     if done["state"] != "completed":
         print(f"memtier {args.command}: {args.kind} failed: {done['error']}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _sync_catalog(args: argparse.Namespace) -> int:
+    """Sync tables into a metastore: the cluster's (by the master) or one by path."""
+    from memtier.catalog import FileMetastore, sync_table, trino_catalog_properties
+
+    console = Console()
+    if args.path is not None:
+        if args.tables:
+            raise InvalidArgumentError("give either TABLE names (of a cluster) or --path, not both")
+        if args.metastore is None:
+            raise InvalidArgumentError("--path needs --metastore DIR")
+        from memtier.hudi import HudiTable
+
+        meta = HudiTable.open(args.path).meta
+        results = [sync_table(meta, FileMetastore(args.metastore), database=args.database or "default",
+                              name=args.name).to_dict()]
+    else:
+        if args.name is not None:
+            raise InvalidArgumentError("--name goes with --path")
+        _, master = _master(args)
+        try:
+            tables = args.tables or master.list_tables()
+            results = [master.sync_catalog(t, args.metastore, args.database) for t in tables]
+        except RpcError as e:
+            print(f"memtier sync-catalog: no memtier cluster answers: {e}", file=sys.stderr)
+            return 2
+    for result in results:
+        written = f", definition written: {', '.join(result['written'])}" if result["written"] else ""
+        console.step(f"{result['database']}.{' / '.join(result['tables'])}: {len(result['partitions'])} "
+                     f"partitions ({result['partitions_added']} registered now){written}")
+    if results:
+        console.note(f"a Trino catalog file reading {results[0]['metastore']} (etc/catalog/memtier.properties):")
+        print(trino_catalog_properties(results[0]["metastore"]), end="", flush=True)
+    else:
+        console.step("no tables to sync")
     return 0
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from memtier.client import Client
 from memtier.compaction.worker import ServiceWorker
-from memtier.config import ClusterConfig, ServicesConfig, TableServerConfig, WalConfig, load
+from memtier.config import CatalogConfig, ClusterConfig, ServicesConfig, TableServerConfig, WalConfig, load
 from memtier.errors import InvalidArgumentError, MemtierError, RpcError
 from memtier.io import join
 from memtier.master.master import Master
@@ -82,7 +82,8 @@ class MasterShell:
 
     def __init__(self, root: str, port: int, cluster: Mapping[str, str],
                  storage_options: Mapping[str, str] | None = None,
-                 services: Mapping[str, str] | None = None) -> None:
+                 services: Mapping[str, str] | None = None,
+                 catalog: Mapping[str, str] | None = None) -> None:
         config = load(ClusterConfig, cluster)
         token = config.token
         self.master = Master(
@@ -91,6 +92,7 @@ class MasterShell:
             storage_options=storage_options,
             heartbeat_timeout=config.heartbeat_timeout.total_seconds(),
             services=services,
+            catalog=catalog,
         )
         self.rpc = RpcServer(MasterService(self.master), host=config.host, port=port, token=token).start()
         self._monitor = _Periodic("memtier-master-monitor", 1.0, self._watch)
@@ -251,8 +253,8 @@ def start_local(
 ) -> LocalCluster:
     """Start an embedded Ray runtime and a cluster on it: tables and WALs under ``path``
     (local disk by default), with ``services.workers`` table-service actors (one by
-    default). ``config`` takes the ``cluster.*``, ``tableserver.*``, ``wal.*`` and
-    ``services.*`` keys of :mod:`memtier.config`."""
+    default). ``config`` takes the ``cluster.*``, ``tableserver.*``, ``wal.*``,
+    ``services.*`` and ``catalog.*`` keys of :mod:`memtier.config`."""
     ray = _import_ray()
     owns = not ray.is_initialized()
     if owns:
@@ -286,6 +288,8 @@ def start(
     cluster_options = {k: v for k, v in options.items() if k.startswith("cluster.")}
     server_options = {k: v for k, v in options.items() if k.startswith(("tableserver.", "wal."))}
     service_options = {k: v for k, v in options.items() if k.startswith("services.")}
+    catalog_options = {k: v for k, v in options.items() if k.startswith("catalog.")}
+    load(CatalogConfig, catalog_options)  # refused here, naming the key, not in the master actor
     cluster_config = load(ClusterConfig, cluster_options)
     services_config = load(ServicesConfig, service_options)
     _check_pool_fits(ray, services_config)
@@ -296,7 +300,7 @@ def start(
     master = master_cls.options(
         name=f"{MASTER_NAME}-{uuid.uuid4().hex[:8]}", namespace=NAMESPACE, max_restarts=-1,
         max_task_retries=-1, num_cpus=0,
-    ).remote(path, port, cluster_options, storage_options, service_options)
+    ).remote(path, port, cluster_options, storage_options, service_options, catalog_options)
     address_of_master = ray.get(master.location.remote(), timeout=start_timeout)
     server_cls = ray.remote(TableServerShell)
     nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]

@@ -21,6 +21,7 @@ from memtier.errors import InvalidArgumentError
 
 __all__ = [
     "CONFIG_CLASSES",
+    "CatalogConfig",
     "ClusterConfig",
     "Setting",
     "ServicesConfig",
@@ -355,11 +356,37 @@ class ServicesConfig:
 
 
 # ======================================================================================
+# Catalog sync
+# ======================================================================================
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """Where the master registers tables for query engines (``memtier.catalog``)."""
+
+    file_metastore: str | None = setting(
+        "catalog.file-metastore",
+        None,
+        str,
+        "a Trino file metastore directory (hive.metastore=file) the master registers every table "
+        "and its partitions in, again whenever a commit writes a new partition",
+    )
+    database: str = setting(
+        "catalog.database",
+        "default",
+        str,
+        "the metastore database (Trino schema) tables are registered in",
+    )
+
+
+# ======================================================================================
 # All settings
 # ======================================================================================
 
 #: Every config class, in the order the documentation lists them.
-CONFIG_CLASSES: tuple[type, ...] = (ClusterConfig, TableServerConfig, WalConfig, ServicesConfig)
+CONFIG_CLASSES: tuple[type, ...] = (
+    ClusterConfig, TableServerConfig, WalConfig, ServicesConfig, CatalogConfig,
+)
 
 
 def settings(cls: type) -> list[tuple[Setting, Any]]:

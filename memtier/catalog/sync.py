@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from memtier.catalog.filemetastore import FileMetastore
 from memtier.catalog.tables import hive_partition, hive_tables
 from memtier.catalog.trino import trino_location
+from memtier.config import CatalogConfig
+from memtier.errors import InvalidArgumentError
+from memtier.hudi.commit import CommitMetadata
 from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.tablemeta import TableMeta
 
@@ -70,23 +74,55 @@ class CatalogSync:
     into a partition not synced yet. A failed sync never fails the commit: it is logged
     and retried by the next commit of the table."""
 
-    def __init__(self, metastore: FileMetastore | None, database: str = "default") -> None:
+    def __init__(self, metastore: FileMetastore | None, database: str = "default",
+                 storage_options: Mapping[str, str] | None = None) -> None:
         self.metastore = metastore
         self.database = database
+        self._storage_options = dict(storage_options or {})
         self._synced: dict[str, set[str]] = {}  # table -> partition paths registered
         self._lock = threading.Lock()
 
+    @classmethod
+    def from_config(cls, config: CatalogConfig, storage_options: Mapping[str, str] | None = None) -> CatalogSync:
+        """The sync ``catalog.*`` settings ask for (none without ``catalog.file-metastore``);
+        ``storage_options`` serve a metastore on an object store."""
+        metastore = None
+        if config.file_metastore is not None:
+            metastore = FileMetastore(config.file_metastore, _options_for(config.file_metastore, storage_options))
+        return cls(metastore, config.database, storage_options)
+
+    def sync(self, name: str, meta: TableMeta, metastore: str | None = None,
+             database: str | None = None) -> SyncResult:
+        """Sync ``name`` now: into ``metastore`` (a directory) if given, else the configured one."""
+        if metastore is None and self.metastore is None:
+            raise InvalidArgumentError(
+                "no metastore to sync into: pass one, or start the cluster with catalog.file-metastore"
+            )
+        target = self.metastore if metastore is None else FileMetastore(
+            metastore, _options_for(metastore, self._storage_options))
+        assert target is not None
+        result = sync_table(meta, target, database=database or self.database, name=name)
+        if target is self.metastore and (database or self.database) == self.database:
+            with self._lock:
+                self._synced.setdefault(name, set()).update(result.partitions)
+        return result
+
     def table_added(self, name: str, meta: TableMeta) -> None:
         if self.metastore is not None:
-            self._sync(name, meta, None)
+            self._sync_logged(name, meta, None)
 
-    def committed(self, name: str, meta: TableMeta, partitions: Iterable[str]) -> None:
-        """A commit of ``name`` completed, writing into ``partitions``."""
+    def committed(self, name: str, meta: TableMeta, content: bytes) -> None:
+        """A commit of ``name`` completed with ``content`` (its commit metadata, JSON)."""
         if self.metastore is None:
             return
-        new = set(partitions) - self._synced.get(name, set())
-        if new or name not in self._synced:
-            self._sync(name, meta, None if name not in self._synced else new)
+        try:
+            partitions = {p for p, _ in CommitMetadata.from_json(content).files()}
+        except Exception:  # not a commit that writes files: nothing new to register
+            return
+        with self._lock:
+            synced = self._synced.get(name)
+        if synced is None or partitions - synced:
+            self._sync_logged(name, meta, None if synced is None else partitions - synced)
 
     def table_dropped(self, name: str) -> None:
         """Forget the table's registrations (its files are gone)."""
@@ -96,7 +132,7 @@ class CatalogSync:
             for suffix in ("", "_ro", "_rt"):
                 self.metastore.drop_table(self.database, f"{name.lower()}{suffix}")
 
-    def _sync(self, name: str, meta: TableMeta, partitions: set[str] | None) -> None:
+    def _sync_logged(self, name: str, meta: TableMeta, partitions: set[str] | None) -> None:
         assert self.metastore is not None
         with self._lock:
             try:
@@ -107,3 +143,8 @@ class CatalogSync:
                               name, self.metastore.root)
                 return
             self._synced.setdefault(name, set()).update(result.partitions)
+
+
+def _options_for(uri: str, storage_options: Mapping[str, str] | None) -> dict[str, str] | None:
+    """Storage options apply to object-store URIs only, never to local paths."""
+    return dict(storage_options or {}) if urlsplit(uri).scheme not in ("", "file") else None

@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from memtier.config import ServicesConfig, load
+from memtier.catalog import CatalogSync
+from memtier.config import CatalogConfig, ServicesConfig, load
 from memtier.errors import (
     CommitFailedError,
     CommitStateUnknownError,
@@ -114,10 +115,12 @@ class Master:
         heartbeat_timeout: float = 5.0,
         clock: Callable[[], float] = time.time,
         services: Mapping[str, str] | None = None,
+        catalog: Mapping[str, str] | None = None,
     ) -> None:
         """``root`` holds the master's state and, by default, the tables;
         ``connect(server_id, location)`` opens a handle on a table server; ``services``
-        are the ``services.*`` settings (the table-service policies)."""
+        are the ``services.*`` settings (the table-service policies); ``catalog`` the
+        ``catalog.*`` settings (the metastore tables are registered in)."""
         self.root = root
         self._io = open_fileio(root, storage_options)
         self._storage_options = dict(storage_options or {})
@@ -137,8 +140,10 @@ class Master:
         self._flushed: dict[str, tuple[str | None, dict[tuple[str, str], int]]] = {}
         self._commit_logs: dict[str, CommitLog] = {}
         self.services = TableServices(self, services, clock)
+        self.catalog = CatalogSync.from_config(load(CatalogConfig, catalog), storage_options)
         for name in list(self._state.tables):
             self._recover_table(name)
+            self.catalog.table_added(name, self._meta(name))
 
     # == state ===========================================================================
     def _save(self, state: MasterState) -> None:
@@ -230,6 +235,7 @@ class Master:
             self._save(self._state.with_table(entry))
         self._recover_table(name)
         self._place(name)
+        self.catalog.table_added(name, self._meta(name))
         return self.describe_table(name)
 
     def drop_table(self, name: str, *, purge: bool = False) -> None:
@@ -246,6 +252,7 @@ class Master:
             if server is not None:
                 server.handle.release(name, sorted(buckets))
         if purge:
+            self.catalog.table_dropped(name)
             open_fileio(entry.path, entry.storage_options).delete_dir(entry.path)
             self._io.delete_dir(join(self.root, "_memtier", "wal", name))
 
@@ -584,6 +591,8 @@ class Master:
             commits.complete(instant, refs)
             if done.action in COMMIT_ACTIONS:
                 self._latest_commit[table] = max(self._latest_commit.get(table) or "", instant)
+        if done.action in COMMIT_ACTIONS:
+            self.catalog.committed(table, meta, content)
 
     def abort_commit(self, table: str, instant: str) -> None:
         """Roll a begun instant back (its files deleted; a rollback instant recorded)."""
@@ -697,6 +706,14 @@ class Master:
         file_groups: Sequence[FileGroupRef] = (),
     ) -> dict[str, Any]:
         return self.services.finish(task_id, worker, content, error, _refs(file_groups))
+
+    def sync_catalog(self, table: str, metastore: str | None = None,
+                     database: str | None = None) -> dict[str, Any]:
+        """Register the table and its partitions in ``metastore`` (a Trino file-metastore
+        directory; by default the cluster's ``catalog.file-metastore``) now; what it did."""
+        with self._lock:
+            self._entry(table)
+        return self.catalog.sync(table, self._meta(table), metastore, database).to_dict()
 
     def service_overrides(self, table: str) -> dict[str, str]:
         with self._lock:

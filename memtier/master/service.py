@@ -79,6 +79,7 @@ class MasterService(ActionService):
             )},
             "service_task": lambda r: m.service_task(r["task_id"]),
             "set_services": lambda r: {"services": m.set_services(r["table"], r["options"])},
+            "sync_catalog": lambda r: m.sync_catalog(r["table"], r.get("metastore"), r.get("database")),
             "service_worker_started": lambda r: no_result(m.service_worker_started(r["worker"])),
             "next_service_task": lambda r: {"task": m.next_service_task(r["worker"])},
             "service_progress": lambda r: {"ok": m.service_progress(
@@ -205,6 +206,10 @@ class MasterProxy(Proxy):
 
     def set_services(self, table: str, options: Mapping[str, str]) -> dict[str, str]:
         return self._call("set_services", table=table, options=dict(options))["services"]
+
+    def sync_catalog(self, table: str, metastore: str | None = None,
+                     database: str | None = None) -> dict[str, Any]:
+        return self._call("sync_catalog", table=table, metastore=metastore, database=database)
 
     def service_worker_started(self, worker: str) -> None:
         self._call("service_worker_started", worker=worker)

@@ -18,12 +18,13 @@ class InProcessCluster:
     root: str
     config: TableServerConfig = field(default_factory=TableServerConfig)
     services: dict[str, str] = field(default_factory=dict)  # services.* settings of the master
+    catalog: dict[str, str] = field(default_factory=dict)  # catalog.* settings of the master
     servers: dict[str, TableServer] = field(default_factory=dict)
     generations: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.master = Master(self.root, connect=lambda server_id, _location: self.servers[server_id],
-                             services=self.services)
+                             services=self.services, catalog=self.catalog)
 
     @property
     def wal_root(self) -> str:
@@ -49,7 +50,7 @@ class InProcessCluster:
 
     def restart_master(self) -> Master:
         self.master = Master(self.root, connect=lambda server_id, _location: self.servers[server_id],
-                             services=self.services)
+                             services=self.services, catalog=self.catalog)
         for server_id, server in self.servers.items():
             server._master = self.master  # the servers reconnect to the new master
             self.master.register_server(

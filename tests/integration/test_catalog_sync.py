@@ -1,0 +1,138 @@
+"""Catalog sync through a cluster: the master registers every table and keeps its
+partitions current as flushes write new ones; ``client.sync_catalog`` and
+``memtier sync-catalog`` sync on demand. (Trino reading the result: tests/interop.)"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from memtier.catalog import FileMetastore
+from memtier.cli import main
+from memtier.config import check
+from memtier.errors import InvalidArgumentError
+from tests.support.inprocess import InProcessCluster
+from tests.support.rpccluster import RpcCluster
+
+SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("city", pa.string()), ("v", pa.float64())])
+
+
+def _batch(ids: list[int], city: str, ts: int = 1) -> pa.Table:
+    return pa.table({"id": ids, "ts": [ts] * len(ids), "city": [city] * len(ids), "v": [1.0] * len(ids)},
+                    schema=SCHEMA)
+
+
+@pytest.fixture
+def synced(tmp_path: Path) -> Iterator[InProcessCluster]:
+    cluster = InProcessCluster(str(tmp_path / "root"), catalog={
+        "catalog.file-metastore": str(tmp_path / "ms"), "catalog.database": "lake"})
+    cluster.add_server("ts-0")
+    yield cluster
+    cluster.close()
+
+
+def test_the_master_registers_tables_and_each_new_partition_a_flush_writes(synced, tmp_path) -> None:
+    client = synced.client()
+    client.create_table("orders", SCHEMA, record_key="id", ordering_field="ts", partition_fields="city", buckets=2)
+    metastore = FileMetastore(str(tmp_path / "ms"))
+    assert metastore.partition_names("lake", "orders_ro") == set()  # registered, no partition yet
+    assert (tmp_path / "ms" / "lake" / "orders_rt" / ".trinoSchema").exists()
+
+    client.write("orders", _batch([1, 2], "oslo"))
+    client.flush("orders")
+    assert metastore.partition_names("lake", "orders_ro") == {"city=oslo"}
+    client.write("orders", _batch([3], "rome"))
+    client.write("orders", _batch([1], "oslo", ts=2))
+    client.flush("orders")
+    assert metastore.partition_names("lake", "orders_ro") == {"city=oslo", "city=rome"}
+    assert metastore.partition_names("lake", "orders_rt") == {"city=oslo", "city=rome"}
+
+    synced.restart_master()  # a new master syncs what it serves again: nothing changes
+    before = sorted(p.stat().st_mtime_ns for p in (tmp_path / "ms").rglob(".trinoSchema"))
+    synced.client().write("orders", _batch([4], "lima"))
+    synced.client().flush("orders")
+    assert metastore.partition_names("lake", "orders_ro") == {"city=oslo", "city=rome", "city=lima"}
+    after = sorted(p.stat().st_mtime_ns for p in (tmp_path / "ms").rglob(".trinoSchema"))
+    assert len(after) == len(before) + 2 and set(before) <= set(after)  # only the new partition's files
+
+    synced.client().drop_table("orders", purge=True)
+    assert not (tmp_path / "ms" / "lake" / "orders_ro").exists()
+
+
+def test_sync_catalog_on_demand_into_another_metastore(synced, tmp_path) -> None:
+    client = synced.client()
+    client.create_table("t", SCHEMA, record_key="id", ordering_field="ts", partition_fields="city", buckets=1)
+    client.write("t", _batch([1], "oslo"))
+    client.flush("t")
+    result = client.sync_catalog("t", str(tmp_path / "other"), "sales")
+    assert result["tables"] == ["t_ro", "t_rt"] and result["partitions"] == ["city=oslo"]
+    assert result["partitions_added"] == 2 and result["database"] == "sales"
+    assert client.sync_catalog("t", str(tmp_path / "other"), "sales")["partitions_added"] == 0
+
+
+def test_without_a_metastore_the_error_says_how_to_give_one(tmp_path) -> None:
+    cluster = InProcessCluster(str(tmp_path))
+    cluster.add_server("ts-0")
+    client = cluster.client()
+    client.create_table("t", SCHEMA, record_key="id", buckets=1)
+    with pytest.raises(InvalidArgumentError, match="catalog.file-metastore"):
+        client.sync_catalog("t")
+    cluster.close()
+
+
+def test_a_failing_sync_never_fails_a_flush(tmp_path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("x")
+    cluster = InProcessCluster(str(tmp_path / "root"), catalog={"catalog.file-metastore": str(blocker / "ms")})
+    cluster.add_server("ts-0")
+    client = cluster.client()
+    client.create_table("t", SCHEMA, record_key="id", ordering_field="ts", partition_fields="city", buckets=1)
+    client.write("t", _batch([1, 2], "oslo"))
+    assert client.flush("t")
+    assert client.read("t").num_rows == 2
+    cluster.close()
+
+
+def test_catalog_settings_are_checked() -> None:
+    check({"catalog.file-metastore": "/tmp/ms", "catalog.database": "lake"})
+    with pytest.raises(InvalidArgumentError, match="catalog.metastore"):
+        check({"catalog.metastore": "/tmp/ms"})
+
+
+def test_memtier_sync_catalog_against_a_cluster_and_by_path(tmp_path, capsys) -> None:
+    cluster = RpcCluster(str(tmp_path / "root"))
+    cluster.add_server("ts-0")
+    try:
+        client = cluster.client()
+        for name in ("a", "b"):
+            client.create_table(name, SCHEMA, record_key="id", ordering_field="ts", partition_fields="city",
+                                buckets=1)
+            client.write(name, _batch([1], "oslo"))
+            client.flush(name)
+        ms = tmp_path / "ms"
+        assert main(["sync-catalog", "--address", cluster.address, "--metastore", str(ms)]) == 0
+        out = capsys.readouterr().out
+        assert "default.a_ro / a_rt: 1 partitions (2 registered now)" in out
+        assert "default.b_ro / b_rt" in out
+        assert f"hive.metastore.catalog.dir=local://{ms}\n" in out
+        assert json.loads((ms / "default" / "b_rt" / "city=oslo" / ".trinoSchema").read_text())
+
+        table_path = client.describe("a")["path"]
+        assert main(["sync-catalog", "--path", table_path, "--name", "copy", "--metastore", str(ms),
+                     "--database", "lake"]) == 0
+        assert "lake.copy_ro / copy_rt: 1 partitions (2 registered now)" in capsys.readouterr().out
+    finally:
+        cluster.close()
+
+
+@pytest.mark.parametrize("argv", [
+    ["sync-catalog", "--path", "/nowhere"],  # --path without --metastore
+    ["sync-catalog", "t", "--path", "/nowhere", "--metastore", "/tmp/ms"],  # both at once
+])
+def test_memtier_sync_catalog_usage_errors(argv: list[str], capsys) -> None:
+    assert main(argv) == 2
+    assert "memtier sync-catalog: error:" in capsys.readouterr().err
