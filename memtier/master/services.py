@@ -248,6 +248,8 @@ class TableServices:
             expired = self._tasks.expired(now)
         for task in expired:
             self._give_back(task, f"actor {task.worker} went silent")
+        if self.config.workers == 0:
+            return  # no pool: a plan would stay pending forever (and hide rows from hudi-rs)
         if now - self._last_check < self.config.check_interval.total_seconds():
             return
         self._last_check = now
