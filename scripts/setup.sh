@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create or reuse .venv with memtier and its dev extras (hudi-rs included), and make sure
-# Java (for Spark) is present and the Trino server the interop tests start is cached
-# (scripts/fetch_trino.sh). Safe to run again: it only does what is missing.
+# Java (for Spark) is present, the Trino server the interop tests start is cached
+# (scripts/fetch_trino.sh), and so are Apache Hudi on Spark's venv and bundle
+# (scripts/jvm/hudi_spark_setup.sh). Safe to run again: it only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,3 +33,4 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 
 scripts/fetch_trino.sh
+scripts/jvm/hudi_spark_setup.sh >/dev/null

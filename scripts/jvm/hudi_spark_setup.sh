@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Make Apache Hudi on Spark runnable here, from nothing, under the ignored .cache/hudi-spark/:
+#   venv/  a Python venv with PySpark 3.5 (Hudi's Spark bundle must match Spark's minor
+#          version, and the project venv's PySpark is 4.x, which no Hudi 1.0 bundle supports);
+#   jars/  the Hudi Spark bundle, fetched from Maven Central with the machine's `mvn`.
+# Safe to run again: it only does what is missing. Java 17 (scripts/setup.sh) runs Spark 3.5.
+# Prints one JSON line last: {"python": ..., "jar": ..., "hudi": ..., "spark": ...}.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+HUDI_VERSION=1.0.2
+PYSPARK_VERSION=3.5.3
+BUNDLE="org.apache.hudi:hudi-spark3.5-bundle_2.12:${HUDI_VERSION}"
+cache="$PWD/.cache/hudi-spark"
+venv="$cache/venv"
+jar="$cache/jars/hudi-spark3.5-bundle_2.12-${HUDI_VERSION}.jar"
+requirements="pyspark==${PYSPARK_VERSION}"
+PYTHON="${PYTHON:-python3}"
+
+mkdir -p "$cache/jars"
+if [[ ! -x "$venv/bin/python" || ! -f "$venv/.requirements" || "$(cat "$venv/.requirements")" != "$requirements" ]]; then
+    echo "==> creating $venv with $requirements (about a minute the first time)" >&2
+    "$PYTHON" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --upgrade pip >&2
+    "$venv/bin/python" -m pip install -q "$requirements" >&2
+    echo "$requirements" > "$venv/.requirements"
+fi
+if [[ ! -s "$jar" ]]; then
+    echo "==> fetching $BUNDLE with mvn into $cache/jars" >&2
+    mvn -q -B dependency:copy -Dartifact="$BUNDLE" -DoutputDirectory="$cache/jars" >&2
+fi
+printf '{"python": "%s", "jar": "%s", "hudi": "%s", "spark": "%s"}\n' \
+    "$venv/bin/python" "$jar" "$HUDI_VERSION" "$PYSPARK_VERSION"
