@@ -124,6 +124,10 @@ def test_batch_read_equals_client_read_and_model_in_files_memory_and_wal(
     assert read_optimized.equals(client.read(table, "read_optimized").sort_by("id"))
     instant = client.master.latest_commit(table)
     assert spark_read(spark, table, as_of=instant).equals(client.read(table, as_of=instant).sort_by("id"))
+    since = "0" * 17  # every commit: the rows flushed so far, as an incremental read sees them
+    incremental = spark_read(spark, table, mode="incremental", start=since)
+    assert incremental.equals(client.read(table, "incremental", start=since).sort_by("id"))
+    assert incremental.equals(flushed)
     open_tx.abort()
 
 
