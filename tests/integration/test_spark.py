@@ -325,3 +325,35 @@ def test_backfill_that_lost_to_a_flush_fails_and_leaves_nothing(cluster: RpcClus
     assert written and not any((path / p).exists() for p in written)
     assert client.read(table).sort_by("id").equals(rows(range(0, 40), 2))
     assert hudi_rs_read(str(path)).select(SCHEMA.names).sort_by("id").equals(rows(range(0, 40), 2))
+
+
+def test_change_feed_under_a_processing_time_trigger_picks_up_new_commits(
+    cluster: RpcCluster, spark: Any, tmp_path: Path
+) -> None:
+    import time
+
+    client = cluster.client()
+    table = new_table(cluster)
+    out = tmp_path / "out"
+
+    def keep(batch: Any, batch_id: int) -> None:
+        batch.write.mode("overwrite").parquet(str(out / f"batch-{batch_id}"))
+
+    query = (spark.readStream.format("memtier").option("table", table).load().writeStream.foreachBatch(keep)
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="1 second").start())
+    try:
+        written = []
+        for step in range(3):  # commits while the query runs
+            batch = rows(range(step * 10, step * 10 + 10), 1)
+            client.write(table, batch)
+            client.flush(table)
+            written.append(batch)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            consumed = [pq.read_table(p) for p in out.glob("batch-*")] if out.exists() else []
+            if sum(t.num_rows for t in consumed) >= 30:
+                break
+            time.sleep(1)
+    finally:
+        query.stop()
+    assert _consumed(out).equals(model_of(*written))
