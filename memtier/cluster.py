@@ -156,6 +156,11 @@ class TableServerShell:
     def pid(self) -> int:
         return os.getpid()
 
+    def flush_worker_pid(self) -> int | None:
+        """The process id of the flush worker this table server owns (None before its
+        first flush, or when it flushes inline)."""
+        return self.server.flusher.pid
+
     def node_id(self) -> str:
         """The Ray node this table server runs on."""
         return _import_ray().get_runtime_context().get_node_id()

@@ -23,6 +23,7 @@ __all__ = [
     "CONFIG_CLASSES",
     "CatalogConfig",
     "ClusterConfig",
+    "FlushWorker",
     "Setting",
     "ServicesConfig",
     "SyncPolicy",
@@ -183,6 +184,13 @@ def parse_size(text: str) -> int:
 # ======================================================================================
 
 
+class FlushWorker(enum.Enum):
+    """Where a table server builds, encodes and writes its flushes."""
+
+    PROCESS = "process"
+    INLINE = "inline"
+
+
 @dataclass(frozen=True)
 class TableServerConfig:
     """Memory, blocks and flushing of one table server."""
@@ -217,6 +225,13 @@ class TableServerConfig:
         1_000_000,
         int,
         "the largest write batch accepted (bigger ones are refused: split them)",
+    )
+    flush_worker: FlushWorker = setting(
+        "tableserver.flush-worker",
+        FlushWorker.PROCESS,
+        FlushWorker,
+        "process: flushes are built, encoded and written by a worker process the table "
+        "server owns, off the interpreter that acknowledges writes; inline: in the table server",
     )
 
     def __post_init__(self) -> None:

@@ -10,7 +10,6 @@ rows stay in the WAL) and read back when a reader or a flush needs them.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -22,32 +21,26 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from memtier.config import TableServerConfig, WalConfig
+from memtier.config import FlushWorker, TableServerConfig, WalConfig
 from memtier.errors import (
     BatchTooLargeError,
-    CommitFailedError,
     NotOwnerError,
     RpcError,
     TransactionError,
 )
-from memtier.hudi.filegroup import FileGroupChange
 from memtier.hudi.filenames import bucket_file_id, bucket_or_none
 from memtier.hudi.filters import Filter, pinned_values, to_expression, validate
 from memtier.hudi.fsview import FileSystemView, pending_clustering
 from memtier.hudi.keys import KeyColumns
-from memtier.hudi.routing import all_unique, keep_latest, locate
+from memtier.hudi.routing import locate
 from memtier.hudi.schema import check_ordering_not_null, conform, to_table
 from memtier.hudi.tablemeta import TableMeta
-from memtier.hudi.writer import (
-    ensure_partition_metadata,
-    plan_changes,
-    planned_metadata,
-    write_files,
-)
 from memtier.io import FileIO, join, open_fileio, parent, relpath
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
 from memtier.tableserver.block import Block, Frame
 from memtier.tableserver.filegroup import FileGroup, FileGroupKey
+from memtier.tableserver.flush import FlushGroup, Planned
+from memtier.tableserver.flusher import Flusher, InlineFlusher, ProcessFlusher
 from memtier.tableserver.latency import LatencyWindow
 from memtier.tableserver.master_link import FlushedBlock, MasterLink
 from memtier.tableserver.memory import MemoryAccount
@@ -150,6 +143,9 @@ class TableServer:
         self._retention = (wal_config or WalConfig()).retention
         self._closed = False
         self._fenced: set[int] = set()  # transactions being resolved: their writes are refused
+        self.flusher: Flusher = (
+            ProcessFlusher() if self.config.flush_worker is FlushWorker.PROCESS else InlineFlusher()
+        )
 
     # == ownership =======================================================================
     def acquire(self, table: str, buckets: Iterable[int]) -> None:
@@ -590,67 +586,44 @@ class TableServer:
                     work.append((group, ready))
             if not work:
                 return None, False
-            changes = [c for c in (self._change(t, g, b, snapshot) for g, b in work) if c is not None]
             flushed = [FlushedBlock(g.key.partition, g.key.file_id, b[-1].block_id) for g, b in work]
-            instant, changes = self._commit_flush(t, changes, flushed)
+            instant, moved = self._commit_flush(t, [self._rows(t, g, b, snapshot) for g, b in work], flushed)
             for group, blocks in work:
                 for block in blocks:
                     block.mark_flushed(instant)
                 t.flushed[group.key] = blocks[-1].block_id
-            for change in changes:
-                bucket = bucket_or_none(change.file_id)
+            for partition, file_id in moved:
+                bucket = bucket_or_none(file_id)
                 if bucket is not None:
-                    t.file_ids[(change.partition_path, bucket)] = change.file_id
+                    t.file_ids[(partition, bucket)] = file_id
             return instant, more
 
-    def _change(
+    def _rows(
         self, t: _Table, group: FileGroup, blocks: list[Block], snapshot: TxnSnapshot
-    ) -> FileGroupChange | None:
-        """The blocks' committed rows, one per key (later writes winning as Hudi's
-        pre-combine does), sorted by key for a new file group's base file."""
-        batches = [
-            f.batch for b in blocks for f in b.frames() if snapshot.committed(f.txn_id)
-        ]
-        if not batches or not sum(b.num_rows for b in batches):
-            return None
-        meta = t.meta
-        rows = pa.Table.from_batches(batches, schema=meta.physical)
-        located = locate(meta, rows)
-        order = keep_latest(
-            rows, located.keys, located.integer_keys, meta.merge_spec.ordering_column,
-            np.arange(rows.num_rows), unique=all_unique(located.keys, located.integer_keys),
-            sort=(group.key.partition, bucket_or_none(group.key.file_id)) not in t.file_ids,
-        )
-        chosen = pa.array(order)
-        return FileGroupChange(
-            group.key.partition, group.key.file_id,
-            upserts=rows.take(chosen), record_keys=located.keys.take(chosen),
-        )
+    ) -> tuple[FlushGroup, pa.Table]:
+        """The blocks' committed rows in write order (read back from the WAL if evicted)."""
+        batches = [f.batch for b in blocks for f in b.frames() if snapshot.committed(f.txn_id)]
+        new = (group.key.partition, bucket_or_none(group.key.file_id)) not in t.file_ids
+        return (FlushGroup(group.key.partition, group.key.file_id, new),
+                pa.Table.from_batches(batches, schema=t.meta.physical))
 
     def _commit_flush(
-        self, t: _Table, changes: list[FileGroupChange], flushed: list[FlushedBlock]
-    ) -> tuple[str, list[FileGroupChange]]:
-        """One deltacommit through the master: requested, inflight (naming the files),
-        files written durably, completed with the flushed blocks recorded in it. The
-        instant, and the changes as written (a bucket a clustering moved to a new file
-        group goes there)."""
-        meta = t.meta
-        touched = [(c.partition_path, c.file_id) for c in changes]
+        self, t: _Table, work: list[tuple[FlushGroup, pa.Table]], flushed: list[FlushedBlock]
+    ) -> tuple[str, list[tuple[str, str]]]:
+        """One deltacommit through the master: requested, inflight (naming the files the
+        flusher plans), files written durably by the flusher, completed with the flushed
+        blocks recorded in it. The instant, and the file groups written (a bucket a
+        clustering moved to a new file group goes there)."""
+        work = [(g, rows) for g, rows in work if rows.num_rows]
+        touched = [(g.partition, g.file_id) for g, _ in work]
         instant = self._master.begin_commit(t.name, "deltacommit", owner=self.server_id, file_groups=touched)
+
+        def planned(plan: Planned) -> None:
+            self._master.commit_inflight(t.name, instant, plan.metadata)
+
         try:
-            timeline = meta.timeline()
-            view = FileSystemView.build(meta.io, meta.base_path, timeline)
-            changes = [  # a clustering may have moved a bucket to a new file group
-                dataclasses.replace(c, file_id=view.current_group(c.partition_path, c.file_id)) for c in changes
-            ]
-            clustered = sorted({(c.partition_path, c.file_id) for c in changes} & set(view.pending_clustering))
-            if clustered:  # planned since this flush looked: it waits (rolled back, blocks kept)
-                raise CommitFailedError(f"a clustering of {clustered} began; the flush waits for it")
-            plans = plan_changes(meta, changes, view, instant)
-            self._master.commit_inflight(t.name, instant, planned_metadata(meta, plans, "UPSERT").to_json())
-            ensure_partition_metadata(meta, {p.change.partition_path for p in plans}, instant)
-            stats = write_files(meta, plans, instant, timeline)
-            self._master.complete_flush(t.name, instant, [s.to_dict() for s in stats], flushed)
+            plan, stats = self.flusher.run(t.meta, instant, [g for g, _ in work], [r for _, r in work], planned)
+            self._master.complete_flush(t.name, instant, stats, flushed)
         except BaseException:
             log.exception("flush %s of %s failed; rolling it back", instant, t.name)
             try:
@@ -658,7 +631,7 @@ class TableServer:
             except Exception:  # the master rolls pending flushes back on its own restart
                 log.exception("could not roll back flush %s of %s", instant, t.name)
             raise
-        return instant, changes
+        return instant, plan.file_groups
 
     # == status ==========================================================================
     def status(self) -> dict[str, Any]:
@@ -712,6 +685,7 @@ class TableServer:
         for t in tables:
             t.stream.close()
         self._committer.close()
+        self.flusher.close()
 
 
 def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -1,0 +1,106 @@
+"""One flush's data work: a file group's rows (its blocks' committed frames) become Hudi
+files of one deltacommit. Pure work on the table's files, no master and no blocks, so it
+runs wherever the table server puts it (:mod:`memtier.tableserver.flusher`: a worker
+process the table server owns, or inline).
+
+Two steps, because the master must record the files before they exist: :meth:`FlushJob.plan`
+(one row per key, which file each file group gets: the content of the inflight instant),
+then :meth:`FlushJob.write` (the files, written durably: their write stats).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from memtier.errors import CommitFailedError
+from memtier.hudi.filegroup import FileGroupChange, FileGroupPlan
+from memtier.hudi.fsview import FileSystemView
+from memtier.hudi.routing import all_unique, keep_latest, locate
+from memtier.hudi.tablemeta import TableMeta
+from memtier.hudi.timeline import Timeline
+from memtier.hudi.writer import ensure_partition_metadata, plan_changes, planned_metadata, write_files
+
+__all__ = ["FlushGroup", "FlushJob", "Planned"]
+
+
+@dataclass(frozen=True)
+class FlushGroup:
+    """One file group of a flush; ``new`` when the table has no file group for its bucket
+    yet (its rows then become a base file, sorted by key)."""
+
+    partition: str
+    file_id: str
+    new: bool
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What a planned flush will write: the inflight instant's content (naming every
+    file), and where each file group's rows go (a clustering may have moved a bucket to
+    a new file group)."""
+
+    metadata: bytes
+    file_groups: list[tuple[str, str]]
+
+
+def _change(meta: TableMeta, group: FlushGroup, rows: pa.Table) -> FileGroupChange | None:
+    """The rows, one per key (later writes winning as Hudi's pre-combine does), sorted by
+    key for a new file group's base file."""
+    if rows.num_rows == 0:
+        return None
+    located = locate(meta, rows)
+    order = keep_latest(
+        rows, located.keys, located.integer_keys, meta.merge_spec.ordering_column,
+        np.arange(rows.num_rows), unique=all_unique(located.keys, located.integer_keys),
+        sort=group.new,
+    )
+    chosen = pa.array(order)
+    return FileGroupChange(group.partition, group.file_id, upserts=rows.take(chosen),
+                           record_keys=located.keys.take(chosen))
+
+
+class FlushJob:
+    """One flush at ``instant``: ``tables[i]`` holds the rows of ``groups[i]`` in write order."""
+
+    def __init__(self, meta: TableMeta, instant: str, groups: Sequence[FlushGroup],
+                 tables: Sequence[pa.Table]) -> None:
+        self._meta = meta
+        self._instant = instant
+        self._work = list(zip(groups, tables, strict=True))
+        self._plans: list[FileGroupPlan] | None = None
+        self._timeline: Timeline | None = None
+
+    def plan(self) -> Planned:
+        """Build each file group's change and name its file. A file group a clustering is
+        rewriting refuses the flush (:class:`CommitFailedError`: it waits for the
+        clustering; nothing was written)."""
+        meta = self._meta
+        changes = [c for c in (_change(meta, g, t) for g, t in self._work) if c is not None]
+        timeline = meta.timeline()
+        view = FileSystemView.build(meta.io, meta.base_path, timeline)
+        changes = [  # a clustering may have moved a bucket to a new file group
+            dataclasses.replace(c, file_id=view.current_group(c.partition_path, c.file_id)) for c in changes
+        ]
+        clustered = sorted({(c.partition_path, c.file_id) for c in changes} & set(view.pending_clustering))
+        if clustered:
+            raise CommitFailedError(f"a clustering of {clustered} began; the flush waits for it")
+        self._plans = plan_changes(meta, changes, view, self._instant)
+        self._timeline = timeline
+        return Planned(planned_metadata(meta, self._plans, "UPSERT").to_json(),
+                       [(c.partition_path, c.file_id) for c in changes])
+
+    def write(self) -> list[dict[str, Any]]:
+        """Write the planned files durably; their write stats."""
+        if self._plans is None or self._timeline is None:
+            raise RuntimeError("a flush is planned before it is written")
+        meta = self._meta
+        ensure_partition_metadata(meta, {p.change.partition_path for p in self._plans}, self._instant)
+        stats = write_files(meta, self._plans, self._instant, self._timeline)
+        return [s.to_dict() for s in stats]
+

@@ -1,0 +1,238 @@
+"""Where a table server's flushes run: in a worker process the table server owns (the
+default), so that building, encoding and writing Hudi files never holds the interpreter
+that acknowledges writes; or inline, in the table server's own process.
+
+The worker is a child process (running :func:`main`) serving one
+flush at a time over two pipes. A flush is two requests, as :class:`FlushJob` is two
+steps: ``plan`` (a JSON header, then each file group's rows as an Arrow IPC stream; the
+reply names the files, for the master's inflight instant) and ``write`` (the reply: the
+write stats of the files, written durably). The rows come from the table server's blocks
+(read back from their WAL files if evicted), so the worker needs no WAL layout.
+
+Nothing acknowledged depends on the worker. If it dies mid-flush, the table server sees
+its pipe close: the flush fails, the master rolls the instant back (deleting any file the
+worker wrote), the blocks stay unflushed in memory and WAL, and the next flush starts a
+new worker. If the table server dies, the worker notices its parent gone and exits; the
+table server's successor recovers the blocks from the WAL as after any crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+
+from memtier.errors import CommitFailedError, MemtierError
+from memtier.hudi.tablemeta import TableMeta
+from memtier.io import open_fileio
+from memtier.rpc.codec import dumps, error_from_wire, error_to_wire, loads
+from memtier.tableserver.flush import FlushGroup, FlushJob, Planned
+
+__all__ = ["Flusher", "InlineFlusher", "ProcessFlusher"]
+
+log = logging.getLogger(__name__)
+
+#: How long closing waits for the worker to exit before killing it.
+_EXIT_WAIT_S = 5.0
+#: How often the worker checks that the table server that started it is still alive.
+_PARENT_CHECK_S = 0.2
+#: The worker process's program.
+_WORKER_MAIN = "import sys; from memtier.tableserver.flusher import main; main(sys.argv[1:])"
+
+
+class Flusher(Protocol):
+    """Runs flushes: plan, ``planned`` told what will be written (before any file is),
+    then write; the plan and the write stats."""
+
+    def run(self, meta: TableMeta, instant: str, groups: Sequence[FlushGroup], tables: Sequence[pa.Table],
+            planned: Callable[[Planned], None]) -> tuple[Planned, list[dict[str, Any]]]: ...
+
+    @property
+    def pid(self) -> int | None:
+        """The process flushes run in, when it is not this one."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class InlineFlusher:
+    """Flushes in this process."""
+
+    pid = None
+
+    def run(self, meta: TableMeta, instant: str, groups: Sequence[FlushGroup], tables: Sequence[pa.Table],
+            planned: Callable[[Planned], None]) -> tuple[Planned, list[dict[str, Any]]]:
+        job = FlushJob(meta, instant, groups, tables)
+        plan = job.plan()
+        planned(plan)
+        return plan, job.write()
+
+    def close(self) -> None:
+        pass
+
+
+class _Worker:
+    """One running worker process and the two ends of its pipes."""
+
+    def __init__(self) -> None:
+        request_r, self._request_w = os.pipe()
+        self._reply_r, reply_w = os.pipe()
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _WORKER_MAIN, str(request_r), str(reply_w), str(os.getpid())],
+            pass_fds=(request_r, reply_w), stdin=subprocess.DEVNULL,
+        )
+        os.close(request_r)
+        os.close(reply_w)
+        self.requests = Connection(self._request_w, readable=False)
+        self.replies = Connection(self._reply_r, writable=False)
+
+    def call(self, header: dict[str, Any], tables: Sequence[pa.Table] = ()) -> Any:
+        """Send a request, wait for its reply: the result, or the worker's error raised.
+        A dead worker raises :class:`CommitFailedError` (the flush failed, nothing of it
+        is visible: safe to roll back and retry)."""
+        try:
+            self.requests.send_bytes(dumps(header))
+            for table in tables:
+                self.requests.send_bytes(memoryview(_ipc(table)))
+            reply = self.replies.recv_bytes()
+        except (EOFError, OSError) as e:
+            raise CommitFailedError(
+                f"the flush worker (pid {self.process.pid}) died mid-flush ({type(e).__name__}: {e}); "
+                "the flush is rolled back and its blocks flush again"
+            ) from e
+        message = loads(reply)
+        if "error" in message:
+            raise error_from_wire(reply)
+        return message["result"]
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        """Close the pipes (the worker exits on its own), kill it if it does not."""
+        self.requests.close()
+        self.replies.close()
+        try:
+            self.process.wait(_EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class ProcessFlusher:
+    """Flushes in a worker process, started at the first flush and again after it dies.
+    Flushes go one at a time; tables on ``memory://`` (which lives in this process only)
+    flush inline."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._worker: _Worker | None = None
+        self._inline = InlineFlusher()
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id (None before the first flush)."""
+        worker = self._worker
+        return worker.process.pid if worker is not None and worker.alive() else None
+
+    def run(self, meta: TableMeta, instant: str, groups: Sequence[FlushGroup], tables: Sequence[pa.Table],
+            planned: Callable[[Planned], None]) -> tuple[Planned, list[dict[str, Any]]]:
+        if urlsplit(meta.base_path).scheme == "memory":
+            return self._inline.run(meta, instant, groups, tables, planned)
+        with self._lock:
+            worker = self._running()
+            try:
+                result = worker.call({
+                    "op": "plan", "path": meta.base_path, "storage_options": meta.io.storage_options,
+                    "instant": instant, "groups": [[g.partition, g.file_id, g.new] for g in groups],
+                }, tables)
+                plan = Planned(result["metadata"], [(p, f) for p, f in result["file_groups"]])
+                planned(plan)
+                return plan, worker.call({"op": "write"})
+            except CommitFailedError:
+                if not worker.alive():
+                    self._worker = None
+                raise
+
+    def _running(self) -> _Worker:
+        if self._worker is not None and not self._worker.alive():
+            log.warning("flush worker (pid %d) exited with %s; starting another",
+                        self._worker.process.pid, self._worker.process.returncode)
+            self._worker.stop()
+            self._worker = None
+        if self._worker is None:
+            self._worker = _Worker()
+        return self._worker
+
+    def close(self) -> None:
+        with self._lock:
+            if self._worker is not None:
+                self._worker.stop()
+                self._worker = None
+
+
+def _ipc(table: pa.Table) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+# == the worker process =================================================================
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit at once when the process that started this one is gone."""
+    while os.getppid() == parent:
+        time.sleep(_PARENT_CHECK_S)
+    os._exit(1)
+
+
+def serve(requests: Connection, replies: Connection) -> None:
+    """Answer flush requests until the table server closes the pipe."""
+    metas: dict[str, TableMeta] = {}
+    job: FlushJob | None = None
+    while True:
+        try:
+            header = loads(requests.recv_bytes())
+        except EOFError:
+            return
+        try:
+            if header["op"] == "plan":
+                groups = [FlushGroup(p, f, bool(n)) for p, f, n in header["groups"]]
+                tables = [pa.ipc.open_stream(pa.py_buffer(requests.recv_bytes())).read_all() for _ in groups]
+                meta = metas.get(header["path"])
+                if meta is None or any(t.schema != meta.physical for t in tables):
+                    io = open_fileio(header["path"], header["storage_options"] or None)
+                    meta = metas[header["path"]] = TableMeta.load(io, header["path"])
+                job = FlushJob(meta, header["instant"], groups, tables)
+                plan = job.plan()
+                result: Any = {"metadata": plan.metadata, "file_groups": plan.file_groups}
+            elif header["op"] == "write" and job is not None:
+                result, job = job.write(), None
+            else:
+                raise CommitFailedError(f"the flush worker got {header['op']!r} out of turn")
+            reply = dumps({"result": result})
+        except MemtierError as e:
+            reply = error_to_wire(e)
+        except Exception as e:  # noqa: BLE001 - every failure goes back to the table server
+            log.exception("flush failed in the flush worker")
+            reply = error_to_wire(CommitFailedError(f"the flush worker failed: {type(e).__name__}: {e}"))
+        replies.send_bytes(reply)
+
+
+def main(argv: Sequence[str]) -> None:
+    """The worker process: ``argv`` is its request and reply pipes and its parent's pid."""
+    request_fd, reply_fd, parent = (int(a) for a in argv)
+    logging.basicConfig(level=logging.WARNING, format="flush worker %(process)d: %(message)s")
+    threading.Thread(target=_watch_parent, args=(parent,), name="memtier-flush-parent", daemon=True).start()
+    serve(Connection(request_fd, writable=False), Connection(reply_fd, readable=False))
