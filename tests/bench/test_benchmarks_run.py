@@ -22,6 +22,8 @@ RUNS = {
     "avro_codec": ["bench/avro_codec.py", "--rows", "20000", "--repeat", "1", "--fastavro-rows", "500"],
     "wal": ["-m", "bench.wal", "--seconds", "0.1", "--rounds", "1"],
     "rpc": ["bench/rpc.py", "--seconds", "0.3", "--slice", "0.1", "--rows", "1000"],
+    "compaction": ["-m", "bench.compaction", "--rows", "20000", "--repeat", "1", "--staleness-seconds", "4",
+                   "--warmup", "0", "--rate", "2000"],
     "ceiling": ["bench/ceiling.py", "--batches", "4", "--rows-per-batch", "1000", "--rounds", "1"],
     "freshness": ["-m", "bench.freshness", "--sizes", "2000", "--rows-per-batch", "1000",
                   "--visible-batches", "2", "--cost-reads", "1"],

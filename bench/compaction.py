@@ -1,0 +1,214 @@
+"""Compaction throughput against a plain Parquet read + write of the same rows, and how
+stale the read-optimized view (base files only: what Trino's and Presto's Hudi
+connectors read of a merge-on-read table) is under the default table-service policy.
+
+    .venv/bin/python -m bench.compaction [--rows 2000000] [--buckets 4] [--update-fraction 0.1]
+        [--log-files 2] [--repeat 3] [--staleness-seconds 120] [--rate 20000]
+
+1. compaction: a table of ``--rows`` rows in ``--buckets`` file groups (base files), then
+   ``--update-fraction`` of its keys updated in ``--log-files`` deltacommits (Avro log
+   blocks, the default), so each slice's logs hold that fraction of its rows as updates.
+   Timed: one compaction of every slice exactly as a pool worker runs it (plan, requested
+   and inflight on the timeline, every new base file written durably, completed). The
+   baseline, same run, same rows: ``pyarrow.parquet`` reads each base file and writes it
+   again (the files in parallel, as compaction does its slices). Median of ``--repeat``,
+   each on a fresh table.
+2. staleness: ``start_local`` (one table server, the pool's one worker, every setting at
+   its default) while a client writes ``--rate`` rows/s of fresh keys, each batch stamped
+   with its acknowledgement time; every second a sampler reads the read-optimized view and
+   finds the oldest acknowledged batch not yet (wholly) in it. Staleness = now minus that
+   batch's acknowledgement: how far the base files lag what writers were told is durable.
+   Samples from the first ``--warmup`` seconds are dropped.
+
+Prints both tables; writes bench/results/compaction.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import BENCH_SCHEMA, bench_table, print_table, report
+from memtier.compaction.compact import CompactionPolicy, compact, compaction_metadata, plan_compaction
+from memtier.hudi import HudiTable
+from memtier.hudi.filenames import BaseFile, classify
+from memtier.hudi.fsview import FileSystemView
+from memtier.hudi.timeline import TimelineWriter, new_instant_time
+from memtier.parallel import parallel_map
+
+STALENESS_SCHEMA = pa.schema([("key", pa.int64()), ("ts", pa.int64()), ("batch", pa.int64()),
+                              ("name", pa.string())])
+
+
+def prepare(path: Path, rows: int, buckets: int, fraction: float, log_files: int) -> HudiTable:
+    """A table of base files whose latest slices' logs hold ``fraction`` of the rows as updates."""
+    table = HudiTable.create(str(path), BENCH_SCHEMA, record_key="key", ordering_field="ts", buckets=buckets)
+    table.write(bench_table(rows))
+    updated = np.random.default_rng(3).permutation(rows)[: int(rows * fraction)]
+    for i, keys in enumerate(np.array_split(updated, log_files)):
+        table.write(bench_table(len(keys), seed=10 + i, keys=keys, ts=2 + i))
+    return table
+
+
+def compact_all(table: HudiTable) -> int:
+    """Compact every slice as a pool worker does, through the timeline; the rows written."""
+    meta = table.meta
+    timeline = meta.timeline()
+    plan = plan_compaction(FileSystemView.build(meta.io, meta.base_path, timeline), CompactionPolicy(), force=True)
+    assert plan is not None, "nothing to compact"
+    instant = new_instant_time(timeline.last_timestamp())
+    writer = TimelineWriter(meta.io, meta.base_path)
+    inflight = writer.inflight(writer.request(instant, "compaction", plan.to_avro()))
+    stats = compact(meta, instant, plan, meta.timeline())
+    writer.complete(inflight, compaction_metadata(meta, stats).to_json())
+    return sum(s.num_writes for s in stats)
+
+
+def base_files(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if isinstance(classify(p.name), BaseFile))
+
+
+def parquet_rewrite(files: list[Path], out: Path) -> int:
+    """The baseline: read each file and write it again with pyarrow, the files in
+    parallel as compaction does its slices; the rows."""
+    out.mkdir()
+
+    def one(f: Path) -> int:
+        data = pq.read_table(f)
+        pq.write_table(data, out / f.name)
+        return data.num_rows
+
+    return sum(parallel_map(one, files))
+
+
+def throughput(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    compaction, baseline = [], []
+    for i in range(args.repeat):
+        path = root / f"table-{i}"
+        table = prepare(path, args.rows, args.buckets, args.update_fraction, args.log_files)
+        files = base_files(path)
+        start = time.perf_counter()
+        written = parquet_rewrite(files, root / f"plain-{i}")
+        baseline.append((time.perf_counter() - start, written))
+        start = time.perf_counter()
+        compacted = compact_all(table)
+        compaction.append((time.perf_counter() - start, compacted))
+        assert compacted == args.rows, (compacted, args.rows)
+        assert table.read("read_optimized", columns=["key"]).num_rows == args.rows
+        shutil.rmtree(path)
+        shutil.rmtree(root / f"plain-{i}")
+    base_s = statistics.median(s for s, _ in baseline)
+    results = []
+    for name, runs in (("parquet read + write (baseline)", baseline), ("compaction", compaction)):
+        seconds = statistics.median(s for s, _ in runs)
+        results.append({"what": name, "rows": runs[0][1], "seconds": round(seconds, 3),
+                        "rows_per_s": round(runs[0][1] / seconds), "ratio": round(base_s / seconds, 2),
+                        "runs_s": [round(s, 3) for s, _ in runs]})
+    return results
+
+
+def staleness(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    import memtier
+
+    acked: list[float] = []  # acknowledgement time of each batch
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    rows_per_batch = max(1, args.rate // 10)
+    with memtier.start_local(str(root / "cluster"), table_servers=1) as cluster:
+        client = cluster.client()
+        client.create_table("s", STALENESS_SCHEMA, record_key="key", ordering_field="ts", buckets=args.buckets)
+
+        def write() -> None:
+            batch, due = 0, time.monotonic()
+            try:
+                while not stop.is_set():
+                    keys = np.arange(batch * rows_per_batch, (batch + 1) * rows_per_batch)
+                    client.write("s", pa.table({
+                        "key": keys, "ts": np.full(len(keys), batch), "batch": np.full(len(keys), batch),
+                        "name": pa.array([f"row-{batch}"] * len(keys)),
+                    }, schema=STALENESS_SCHEMA))
+                    acked.append(time.monotonic())
+                    batch += 1
+                    due += 0.1
+                    stop.wait(max(0.0, due - time.monotonic()))
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        writer = threading.Thread(target=write)
+        start = time.monotonic()
+        writer.start()
+        samples, compactions = [], 0
+        while time.monotonic() - start < args.staleness_seconds and not errors:
+            time.sleep(1.0)
+            now, known = time.monotonic(), len(acked)
+            counts = client.read("s", mode="read_optimized", columns=["batch"]).column("batch")
+            per_batch = np.bincount(counts.to_numpy(), minlength=known)[:known] if len(counts) else np.zeros(known)
+            missing = np.flatnonzero(per_batch < rows_per_batch)
+            lag = now - acked[int(missing[0])] if len(missing) else 0.0
+            if now - start >= args.warmup:
+                samples.append(lag)
+        stop.set()
+        writer.join()
+        if errors:
+            raise errors[0]
+        compactions = sum(1 for n in os.listdir(root / "cluster" / "tables" / "s" / ".hoodie")
+                          if n.endswith(".commit"))
+        rows = client.read("s", columns=["key"]).num_rows
+    p50, p99 = (float(np.percentile(samples, q)) for q in (50, 99)) if samples else (0.0, 0.0)
+    return {"rate_rows_per_s": rows_per_batch * 10, "seconds": args.staleness_seconds, "warmup_s": args.warmup,
+            "samples": len(samples), "p50_s": round(p50, 2), "p99_s": round(p99, 2),
+            "max_s": round(max(samples, default=0), 2),
+            "compactions": compactions, "rows": rows, "sample_values_s": [round(s, 2) for s in samples]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--buckets", type=int, default=4)
+    parser.add_argument("--update-fraction", type=float, default=0.1)
+    parser.add_argument("--log-files", type=int, default=2, help="deltacommits the updates are spread over")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--staleness-seconds", type=float, default=120.0, help="0: skip the staleness run")
+    parser.add_argument("--warmup", type=float, default=20.0)
+    parser.add_argument("--rate", type=int, default=20_000, help="rows/s the staleness run writes")
+    parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
+    args = parser.parse_args()
+    root = Path(args.dir or tempfile.mkdtemp(prefix="memtier-bench-compaction-"))
+    load = os.getloadavg()
+    try:
+        results = throughput(root, args)
+        stale = staleness(root, args) if args.staleness_seconds > 0 else None
+    finally:
+        if args.dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+    if stale is not None:
+        print_table(["read-optimized staleness", "rate rows/s", "seconds", "samples", "p50 s", "p99 s",
+                     "max s", "compactions"],
+                    [["default policy", stale["rate_rows_per_s"], stale["seconds"], stale["samples"],
+                      stale["p50_s"], stale["p99_s"], stale["max_s"], stale["compactions"]]])
+        print()
+    print(f"{args.rows:,} rows in {args.buckets} file groups, {args.update_fraction:.0%} of them updated "
+          f"in {args.log_files} log files; load average before {load[0]:.2f}\n")
+    report("compaction", ["what", "rows", "seconds", "rows/s", "ratio to baseline"],
+           [[r["what"], r["rows"], r["seconds"], r["rows_per_s"], r["ratio"]] for r in results],
+           {"rows": args.rows, "buckets": args.buckets, "update_fraction": args.update_fraction,
+            "log_files": args.log_files, "repeat": args.repeat, "loadavg_before": load,
+            "results": results, "staleness": stale})
+
+
+if __name__ == "__main__":
+    main()
