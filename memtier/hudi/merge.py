@@ -60,10 +60,15 @@ def merge_file_group(
     parts = _merge_parts(base, entries, spec)
     if parts is None:
         return base
-    kept_base, kept_log = parts
-    if kept_base is None or kept_log is None:
-        return kept_log if kept_base is None else kept_base
-    return pa.concat_tables([kept_base, kept_log])
+    keep, kept_log = parts
+    if base is None or keep is None:  # no base rows
+        return kept_log if kept_log is not None else base
+    kept_base = _filtered(base, keep)
+    return kept_base if kept_log is None else pa.concat_tables([kept_base, kept_log])
+
+
+def _filtered(table: pa.Table, keep: np.ndarray) -> pa.Table:
+    return table if keep.all() else table.filter(pa.array(keep))
 
 
 def compact_file_group(
@@ -71,38 +76,37 @@ def compact_file_group(
 ) -> pa.Table | None:
     """:func:`merge_file_group` for a new base file: when the base rows are sorted by an
     integer key, so is the result. Only the log side is sorted; it is then interleaved
-    with the base rows (one gather, no sort of the whole slice)."""
+    with the base rows: one gather of base and log rows into the result, no sort of the
+    whole slice and no intermediate copy of the base rows kept."""
     parts = _merge_parts(base, entries, spec)
     if parts is None:
         return base
-    kept_base, kept_log = parts
+    keep, kept_log = parts
+    if base is None or keep is None:  # no base rows
+        return kept_log if kept_log is not None else base
     if kept_log is None:
-        return kept_base
+        return _filtered(base, keep)
     log_keys = kept_log.column(spec.key_column).combine_chunks()
-    if not pat.is_integer(log_keys.type):
-        return kept_log if kept_base is None else pa.concat_tables([kept_base, kept_log])
+    base_values = _sorted_integer_keys(base.column(spec.key_column).combine_chunks())
+    if not pat.is_integer(log_keys.type) or base_values is None:
+        return pa.concat_tables([_filtered(base, keep), kept_log])
     log_values = log_keys.to_numpy(zero_copy_only=False)
     log_order = np.argsort(log_values, kind="stable")
-    kept_log = kept_log.take(pa.array(log_order))
-    if kept_base is None or kept_base.num_rows == 0:
-        return kept_log
-    base_values = _sorted_integer_keys(kept_base.column(spec.key_column).combine_chunks())
-    if base_values is None:
-        return pa.concat_tables([kept_base, kept_log])
-    slots = np.searchsorted(base_values, log_values[log_order]) + np.arange(len(log_order))
-    from_log = np.zeros(kept_base.num_rows + len(log_order), dtype=bool)
+    base_rows = np.flatnonzero(keep)
+    slots = np.searchsorted(base_values[base_rows], log_values[log_order]) + np.arange(len(log_order))
+    from_log = np.zeros(len(base_rows) + len(log_order), dtype=bool)
     from_log[slots] = True
     order = np.empty(len(from_log), dtype=np.int64)
-    order[~from_log] = np.arange(kept_base.num_rows)
-    order[from_log] = kept_base.num_rows + np.arange(len(log_order))
-    return pa.concat_tables([kept_base, kept_log]).take(pa.array(order))
+    order[~from_log] = base_rows
+    order[from_log] = base.num_rows + log_order
+    return pa.concat_tables([base, kept_log]).take(pa.array(order))
 
 
 def _merge_parts(
     base: pa.Table | None, entries: Sequence[LogEntry], spec: MergeSpec
-) -> tuple[pa.Table | None, pa.Table | None] | None:
-    """(base rows kept, in base order; log rows kept): the two halves of a merge, or
-    None when there are no log entries."""
+) -> tuple[np.ndarray | None, pa.Table | None] | None:
+    """(which base rows are kept: a mask, None when there are no base rows; log rows
+    kept): the two halves of a merge, or None when there are no log entries."""
     data = [(i, e.records) for i, e in enumerate(entries) if e.records is not None]
     deletes = [(i, e.deleted_keys) for i, e in enumerate(entries) if e.deleted_keys is not None]
     if not data and not deletes:
@@ -111,7 +115,7 @@ def _merge_parts(
     winners = _log_winners(data, deletes, spec)
     deleted = _deleted_in_buffer(deletes, winners, spec, key_type)
     if base is None or base.num_rows == 0:
-        return (None, winners) if winners is not None else (base, None)
+        return None, winners
     return _merge_with_base(base, winners, deleted, spec)
 
 
@@ -255,17 +259,17 @@ def _find_in_base(base_keys: pa.Array, probe: pa.Array) -> tuple[np.ndarray, np.
 
 def _merge_with_base(
     base: pa.Table, winners: pa.Table | None, deleted: pa.Array | None, spec: MergeSpec
-) -> tuple[pa.Table, pa.Table | None]:
+) -> tuple[np.ndarray, pa.Table | None]:
     """Hudi's final merge: buffered deletes remove base rows; a buffered record replaces
-    its base row unless the base row's ordering value is strictly greater. Returns the
-    base rows kept and the log rows kept."""
+    its base row unless the base row's ordering value is strictly greater. Returns which
+    base rows are kept (a mask) and the log rows kept."""
     base_keys = base.column(spec.key_column).combine_chunks()
     keep_base = np.ones(base.num_rows, dtype=bool)
     if deleted is not None and len(deleted):
         _, rows = _find_in_base(base_keys, deleted)
         keep_base[rows] = False
     if winners is None or winners.num_rows == 0:
-        return (base.filter(pa.array(keep_base)) if not keep_base.all() else base), None
+        return keep_base, None
     keep_winner = np.ones(winners.num_rows, dtype=bool)
     found, rows = _find_in_base(base_keys, winners.column(spec.key_column).combine_chunks())
     if len(found):
@@ -278,8 +282,7 @@ def _merge_with_base(
             keep_base[rows[~base_wins_np]] = False
         else:
             keep_base[rows] = False
-    merged_base = base.filter(pa.array(keep_base)) if not keep_base.all() else base
     kept = winners.filter(pa.array(keep_winner)) if not keep_winner.all() else winners
-    if kept.schema != merged_base.schema:
-        kept = kept.select(merged_base.column_names).cast(merged_base.schema)
-    return merged_base, kept
+    if kept.schema != base.schema:
+        kept = kept.select(base.column_names).cast(base.schema)
+    return keep_base, kept
