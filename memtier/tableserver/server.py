@@ -94,8 +94,10 @@ class WriteAck:
 
 @dataclass
 class _Table:
-    """One table as this server serves it."""
+    """One table as this server serves it (``name``: the cluster's name for it, which
+    need not be the Hudi table name of a registered table)."""
 
+    name: str
     meta: TableMeta
     stream: WalStream
     owned: set[int] = field(default_factory=set)
@@ -103,10 +105,6 @@ class _Table:
     file_ids: dict[tuple[str, int], str] = field(default_factory=dict)  # from the Hudi table
     flushed: dict[FileGroupKey, int] = field(default_factory=dict)  # last block in the table
     flush_lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def name(self) -> str:
-        return self.meta.config.name
 
 
 class TableServer:
@@ -249,7 +247,7 @@ class TableServer:
                     owner=self.server_id,
                     committer=self._committer,
                 )
-                t = self._tables[table] = _Table(meta, stream, file_ids=file_ids)
+                t = self._tables[table] = _Table(table, meta, stream, file_ids=file_ids)
             return t
 
     def _table(self, table: str) -> _Table:

@@ -547,3 +547,21 @@ def test_a_registered_apache_hudi_table_reads_but_refuses_writes(tmp_path) -> No
             client.write("trips", client.read("trips").slice(0, 1))
     finally:
         cluster.close()
+
+
+def test_a_registered_table_named_otherwise_than_its_hudi_name_takes_writes(tmp_path) -> None:
+    """The cluster's name for a registered table, not its hoodie.table.name, names it in
+    flushes (they failed with 'no table named <hudi name>')."""
+    path = str(tmp_path / "hudi_named")
+    HudiTable.create(path, SCHEMA, record_key=list(KEY), ordering_field="ts", partition_fields="region", buckets=2)
+    cluster = InProcessCluster(str(tmp_path / "cluster"))
+    cluster.add_server("a")
+    try:
+        client = cluster.client()
+        client.register_table("orders", path)
+        data = batch([1, 2, 3], ts=1)
+        client.write("orders", data)
+        assert client.flush("orders")
+        assert rows(hudi_rs_read(path), SCHEMA.names) == rows(data, SCHEMA.names)
+    finally:
+        cluster.close()

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pytest
 
+from memtier.compaction.worker import ServiceWorker
 from memtier.hudi import HudiTable, filegroup
 from tests.interop.test_hudi_rs_reads_ours import DATA_COLUMNS, SCHEMA, comparable, make_row, to_arrow
 from tests.support.hudi_spark import HudiSpark
 from tests.support.hudirs import rows
+from tests.support.inprocess import InProcessCluster
 from tests.support.model import TableModel
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -104,6 +106,13 @@ def write_table(tmp_path, layout: str, seed: int, commits: int = 5) -> Written:
     return written
 
 
+def run_service(cluster: InProcessCluster, kind: str, **options) -> None:
+    """Plan a table service on the master and run it to completion in this process."""
+    assert cluster.master.schedule_service("t", kind, **options) is not None, kind
+    done = ServiceWorker("svc", cluster.master).run_once()
+    assert done["state"] == "completed", done
+
+
 @pytest.fixture(scope="module", params=list(LAYOUTS))
 def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Written:
     mp = pytest.MonkeyPatch()
@@ -134,3 +143,35 @@ def test_meta_columns(hudi_spark: HudiSpark, written: Written) -> None:
     columns = ["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_commit_time"]
     ours = written.table.read(include_meta=True)
     assert rows(hudi_spark.read(written.path), columns) == rows(ours, columns)
+
+
+@pytest.mark.parametrize("layout", [name for name, spec in LAYOUTS.items() if spec[0] == "MERGE_ON_READ"])
+def test_after_compaction_and_clustering(hudi_spark: HudiSpark, tmp_path, layout: str) -> None:
+    """memtier's compaction (log files into new base files, a Hudi ``commit``) and
+    clustering (a ``replacecommit``), with tier writes between them: Hudi's snapshot
+    equals memtier's and the model's, and its read-optimized view holds every row right
+    after each."""
+    written = write_table(tmp_path, layout, seed=3 * len(layout))
+    cluster = InProcessCluster(str(tmp_path / "cluster"))
+    try:
+        cluster.add_server("ts-0")
+        client = cluster.client()
+        client.register_table("t", written.path)
+        run_service(cluster, "compaction")
+        assert data(hudi_spark.read(written.path)) == expected(written.model)
+        assert data(hudi_spark.read(written.path, "read_optimized")) == expected(written.model)
+
+        rng = random.Random(len(layout))
+        late = [make_row(rng, k, 9) for k in rng.sample(range(KEYS), 10)]
+        client.write("t", to_arrow(late))  # log files on top of the compacted slices
+        client.flush("t")
+        written.model.upsert(len(written.instants) + 1, late)
+        assert data(client.read("t")) == expected(written.model)
+        assert data(hudi_spark.read(written.path)) == expected(written.model)
+
+        run_service(cluster, "clustering", sort_columns=["version"])
+        assert data(client.read("t")) == expected(written.model)
+        assert data(hudi_spark.read(written.path)) == expected(written.model)
+        assert data(hudi_spark.read(written.path, "read_optimized")) == expected(written.model)
+    finally:
+        cluster.close()
