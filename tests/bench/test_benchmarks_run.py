@@ -25,6 +25,8 @@ RUNS = {
     "compaction": ["-m", "bench.compaction", "--rows", "20000", "--repeat", "1", "--staleness-seconds", "4",
                    "--warmup", "0", "--rate", "2000"],
     "ceiling": ["bench/ceiling.py", "--batches", "4", "--rows-per-batch", "1000", "--rounds", "1"],
+    "flush_offload": ["-m", "bench.flush_offload", "--rounds", "1", "--seconds", "0.5", "--rate", "10",
+                      "--rows", "500", "--flush-every", "0.2"],
     "freshness": ["-m", "bench.freshness", "--sizes", "2000", "--rows-per-batch", "1000",
                   "--visible-batches", "2", "--cost-reads", "1"],
     "spark": ["-m", "bench.spark", "--rows", "20000", "--repeat", "1", "--files", "2"],
