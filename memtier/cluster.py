@@ -34,6 +34,7 @@ from memtier.io import join
 from memtier.master.master import Master
 from memtier.master.service import MasterProxy, MasterService
 from memtier.rpc import RpcServer
+from memtier.tableserver.memory import PROCESS_ENV, return_freed_memory
 from memtier.tableserver.server import TableServer
 from memtier.tableserver.service import TableServerProxy, TableServerService
 
@@ -128,6 +129,7 @@ class TableServerShell:
     def __init__(self, server_id: str, master_location: str, wal_root: str,
                  cluster: Mapping[str, str], server: Mapping[str, str] | None = None) -> None:
         _without_transparent_huge_pages()
+        return_freed_memory()
         config = load(ClusterConfig, cluster)
         self.server_id = server_id
         self._master = MasterProxy(master_location, token=config.token)
@@ -313,7 +315,8 @@ def start(
     servers = {}
     for i in range(table_servers):
         name = f"ts-{i}"
-        actor_options: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1, "num_cpus": 0}
+        actor_options: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1, "num_cpus": 0,
+                                         "runtime_env": {"env_vars": PROCESS_ENV}}
         if pin_to_nodes and nodes:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 

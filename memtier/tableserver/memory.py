@@ -4,14 +4,40 @@ Writes never fail for memory. Before a write is admitted the server makes room: 
 evicts sealed blocks (flushed ones first: their rows are in the Hudi table; then the
 oldest unflushed ones: their rows stay in the WAL and are read back when needed) and
 asks for a flush. How much a write had to wait or evict is reported in its
-acknowledgement: the back-pressure is explicit, never an error.
+acknowledgement: the back-pressure is explicit, never an error. A flush's transient copies
+count against the budget while it runs.
+
+So that the process's resident memory follows the account, a table-server process starts
+with :data:`PROCESS_ENV` and calls :func:`return_freed_memory`: Arrow allocates from
+jemalloc, which then hands freed pages back to the system at once (mimalloc, Arrow's
+default, kept ~250 MB of freed flush buffers at a 64 MB budget), and glibc's malloc (numpy,
+Python) keeps two arenas and maps large blocks on their own, so freeing them returns them
+(its growing mmap threshold otherwise keeps them in the heap). bench/RESULTS.md has the
+numbers.
 """
 
 from __future__ import annotations
 
 import threading
 
-__all__ = ["MemoryAccount"]
+import pyarrow as pa
+
+__all__ = ["PROCESS_ENV", "MemoryAccount", "return_freed_memory"]
+
+#: Environment variables a table-server process must start with (read at process start).
+PROCESS_ENV = {
+    "ARROW_DEFAULT_MEMORY_POOL": "jemalloc",
+    "MALLOC_ARENA_MAX": "2",
+    "MALLOC_MMAP_THRESHOLD_": str(128 << 10),
+}
+
+
+def return_freed_memory() -> None:
+    """Make Arrow's jemalloc give freed pages back to the system at once (no decay)."""
+    try:
+        pa.jemalloc_set_decay_ms(0)
+    except NotImplementedError:  # a pyarrow built without jemalloc: its default pool stays
+        pass
 
 
 class MemoryAccount:

@@ -70,6 +70,10 @@ _NO_PRODUCER = bytes(16)
 _FLUSHED_GRACE_S = 60.0
 #: How often expired WAL files are looked for.
 _RETENTION_EVERY_S = 60.0
+#: What a flush round holds in this process besides its blocks, in multiples of their
+#: bytes (the rows gathered, and their IPC copy sent to the flush worker, or the rows
+#: merged and encoded inline): counted against the memory budget meanwhile.
+FLUSH_COPIES = 2
 #: The directory of a table's WAL stream segments, in its WAL directory.
 STREAM_DIR = "_memtier_streams"
 
@@ -346,7 +350,7 @@ class TableServer:
                     return 0
                 block, _ = group.append(frame)
                 appended = True
-                if block.nbytes >= self.config.block_max_bytes:
+                if block.nbytes >= self._block_max_bytes:
                     block.seal()
         finally:
             if not appended:
@@ -554,10 +558,17 @@ class TableServer:
         return instants
 
     @property
+    def _block_max_bytes(self) -> int:
+        """Blocks are sealed at ``tableserver.block-max-bytes``, or at an eighth of the
+        memory budget when that is less, so one block's flush fits the budget too."""
+        return max(1, min(self.config.block_max_bytes, self.config.memory_budget // 8))
+
+    @property
     def _flush_round_bytes(self) -> int:
-        """The most block bytes one flush commit takes: evicted blocks are read back from
-        their WAL to be flushed, so a backlog is flushed in rounds that fit in memory."""
-        return max(self.config.block_max_bytes, self.config.memory_budget // 4)
+        """The most block bytes one flush commit takes (one block at least): evicted
+        blocks are read back from their WAL to be flushed, and the flush copies the rows
+        (:data:`FLUSH_COPIES`), so a backlog is flushed in rounds that fit in memory."""
+        return self._block_max_bytes
 
     def _flush_table(self, t: _Table) -> tuple[str | None, bool]:
         """Flush one round of ready blocks: the instant (None if nothing was ready) and
@@ -584,8 +595,13 @@ class TableServer:
                     work.append((group, ready))
             if not work:
                 return None, False
-            flushed = [FlushedBlock(g.key.partition, g.key.file_id, b[-1].block_id) for g, b in work]
-            instant, moved = self._commit_flush(t, [self._rows(t, g, b, snapshot) for g, b in work], flushed)
+            transient = FLUSH_COPIES * taken  # counted against the budget while flushing
+            self.memory.add(transient)
+            try:
+                flushed = [FlushedBlock(g.key.partition, g.key.file_id, b[-1].block_id) for g, b in work]
+                instant, moved = self._commit_flush(t, [self._rows(t, g, b, snapshot) for g, b in work], flushed)
+            finally:
+                self.memory.release(transient)
             for group, blocks in work:
                 for block in blocks:
                     block.mark_flushed(instant)
