@@ -199,14 +199,16 @@ class TableServerConfig:
         "tableserver.memory-budget",
         1 << 30,
         parse_size,
-        "bytes of record batches a table server keeps in memory; beyond it, sealed blocks "
-        "are evicted (they stay in their WAL) and flushes are hurried",
+        "bytes of record batches a table server keeps in memory, flushes' transient copies "
+        "included; beyond it, sealed blocks are evicted (they stay in their WAL) and flushes "
+        "are hurried",
     )
     block_max_bytes: int = setting(
         "tableserver.block-max-bytes",
         64 << 20,
         parse_size,
-        "a block is sealed (and a new one started) once it holds this many bytes",
+        "a block is sealed (and a new one started) once it holds this many bytes (or an "
+        "eighth of the memory budget, if less)",
     )
     block_max_age: timedelta = setting(
         "tableserver.block-max-age",
