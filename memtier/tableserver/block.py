@@ -21,9 +21,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memtier.errors import WalWriteFailedError
 from memtier.io import FileIO
 from memtier.master.state import TxnSnapshot
-from memtier.wal import WalHeader, WalStream, read_wal, write_block_file
+from memtier.wal import PendingAppend, WalHeader, WalStream, read_wal, write_block_file
 from memtier.wal.format import FramePayload, WalContents, frame_payload
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,8 @@ class Frame:
     batch: pa.RecordBatch
     #: The batch as the WAL holds it (the batch references it), for the block file.
     payload: pa.Buffer | None = field(default=None, compare=False, repr=False)
+    #: The stream append making it durable, while that may still be running.
+    ack: PendingAppend | None = field(default=None, compare=False, repr=False)
     _ranges: dict[str, tuple[Any, Any]] = field(default_factory=dict, compare=False, repr=False)
 
     def value_range(self, column: str) -> tuple[Any, Any]:
@@ -115,34 +118,16 @@ class Block:
         return self.nbytes if self.resident else 0
 
     # -- writing ----------------------------------------------------------------------
-    def append(self, frame: Frame) -> int:
-        """Durably append ``frame`` (WAL stream, then memory); returns the bytes it added
-        (as the batch appended counts them: what the write was admitted for)."""
+    def add(self, frame: Frame, nbytes: int) -> None:
+        """Add ``frame``, queued on the stream already (in the order of these calls), to
+        memory, counting ``nbytes`` for it. Reads see it once its append is durable."""
         assert self._stream is not None and not self.sealed
-        payload = frame_payload(self.header.schema, frame.batch)
-        self._stream.append(
-            self.header,
-            payload,
-            frame.batch.num_rows,
-            txn_id=frame.txn_id,
-            producer_id=frame.producer_id,
-            producer_seq=frame.producer_seq,
-        )
-        held = Frame(
-            frame.txn_id,
-            frame.producer_id,
-            frame.producer_seq,
-            pa.ipc.read_record_batch(payload, self.header.schema),
-            payload,
-        )
-        nbytes = frame.batch.nbytes
         with self._lock:
             if self._frames is not None:
-                self._frames.append(held)
+                self._frames.append(frame)
             self._txns.add(frame.txn_id)
             self.rows += frame.batch.num_rows
             self.nbytes += nbytes
-        return nbytes
 
     def seal(self) -> None:
         """Close the block: nothing more is appended; its block file is written in the
@@ -157,6 +142,8 @@ class Block:
     def _write_file(self) -> None:
         stream = self._stream
         assert stream is not None and self._frames is not None
+        if not all(f.ack is None or f.ack.durable() for f in self._frames):
+            raise WalWriteFailedError(f"{self.path}: a frame of the block never became durable")
         frames = [
             FramePayload(
                 f.payload if f.payload is not None else frame_payload(self.header.schema, f.batch),
@@ -214,10 +201,12 @@ class Block:
             return self.nbytes
 
     def frames(self) -> list[Frame]:
-        """Every frame, from memory or (evicted) from the WAL."""
+        """Every durable frame (waiting for appends still syncing), from memory or
+        (evicted) from the block file."""
         with self._lock:
-            if self._frames is not None:
-                return list(self._frames)
+            frames = None if self._frames is None else list(self._frames)
+        if frames is not None:
+            return [f for f in frames if f.ack is None or f.ack.durable()]
         contents = read_wal(self._fileio, self.path)
         return [Frame(f.txn_id, f.producer_id, f.producer_seq, f.batch) for f in contents.frames]
 

@@ -104,15 +104,13 @@ class FileGroup:
         self.blocks.append(block)
         return block
 
-    def append(self, frame: Frame) -> tuple[Block, int]:
-        """Durably append ``frame`` to the open block; (the block, bytes added to memory).
-        The caller holds :attr:`lock`."""
-        block = self.open_block()
-        added = block.append(frame)
+    def add(self, block: Block, frame: Frame, nbytes: int) -> None:
+        """Add ``frame``, queued on the WAL stream for ``block`` (the open block) already,
+        to memory. The caller holds :attr:`lock` from before the frame was queued."""
+        block.add(frame, nbytes)
         self.high_water[frame.producer_id] = max(
             self.high_water.get(frame.producer_id, -1), frame.producer_seq
         )
-        return block, added
 
     # -- lifecycle --------------------------------------------------------------------
     def unflushed(self) -> list[Block]:

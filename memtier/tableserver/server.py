@@ -10,6 +10,7 @@ rows stay in the WAL) and read back when a reader or a flush needs them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -46,6 +47,8 @@ from memtier.tableserver.master_link import FlushedBlock, MasterLink
 from memtier.tableserver.memory import MemoryAccount
 from memtier.wal import (
     GroupCommitter,
+    PendingAppend,
+    StreamFrame,
     WalFileName,
     WalHeader,
     WalStream,
@@ -138,7 +141,6 @@ class TableServer:
         self.memory = MemoryAccount(self.config.memory_budget)
         self.write_latency = LatencyWindow()
         self._snapshot = TxnSnapshot(1)
-        self._appenders = ThreadPoolExecutor(8, thread_name_prefix="memtier-append")
         self._files = ThreadPoolExecutor(1, thread_name_prefix="memtier-blockfile")
         self._last_flush = time.monotonic()
         self._last_retention = time.monotonic()
@@ -316,15 +318,7 @@ class TableServer:
             piece = physical if rows is None else physical.take(pa.array(rows))
             pieces.append((key, piece.combine_chunks().to_batches()[0]))
         evicted = self._admit(sum(p.nbytes for _, p in pieces))
-
-        def append(item: tuple[FileGroupKey, pa.RecordBatch]) -> int:
-            return self._append(t, item[0], Frame(txn_id, producer_id, producer_seq, item[1]))
-
-        if len(pieces) == 1:
-            appended = [append(pieces[0])]
-        else:
-            appended = list(self._appenders.map(append, pieces))
-        rows = sum(appended)
+        rows = self._append(t, pieces, txn_id, producer_id, producer_seq)
         self.write_latency.add(time.perf_counter() - started)
         return WriteAck(rows, batch.num_rows - rows, len(pieces), evicted)
 
@@ -337,25 +331,58 @@ class TableServer:
             self.memory.add(incoming)
         return evicted
 
-    def _append(self, t: _Table, key: FileGroupKey, frame: Frame) -> int:
-        """Append ``frame`` (its bytes admitted already) to its file group; the rows appended."""
+    def _append(
+        self,
+        t: _Table,
+        pieces: list[tuple[FileGroupKey, pa.RecordBatch]],
+        txn_id: int,
+        producer_id: bytes,
+        producer_seq: int,
+    ) -> int:
+        """Append each piece (its bytes admitted already) to its file group's open block;
+        the rows appended. Under the file groups' locks (taken in key order) the pieces
+        are queued on the table's WAL stream as one append, and added to memory; the wait
+        until they are durable (one sync, shared with concurrent writes) comes after the
+        locks are released. Reads see the frames once durable."""
         with self._lock:
-            group = t.groups.get(key)
-            if group is None:
-                group = t.groups[key] = self._new_group(t, key)
-        appended = False
+            groups = [t.groups.get(key) for key, _ in pieces]
+            for i, (key, _) in enumerate(pieces):
+                if groups[i] is None:
+                    groups[i] = t.groups[key] = self._new_group(t, key)
+        schema = t.meta.physical
+        payloads = [frame_payload(schema, batch) for _, batch in pieces]
+        pending: PendingAppend | None = None
+        rows = added = 0
         try:
-            with group.lock:
-                if group.is_duplicate(frame.producer_id, frame.producer_seq):
+            with contextlib.ExitStack() as locks:
+                for group in sorted({id(g): g for g in groups}.values(), key=lambda g: g.key):
+                    locks.enter_context(group.lock)
+                fresh = [
+                    (group, batch, payload)
+                    for group, (_, batch), payload in zip(groups, pieces, payloads, strict=True)
+                    if not group.is_duplicate(producer_id, producer_seq)
+                ]
+                if not fresh:
                     return 0
-                block, _ = group.append(frame)
-                appended = True
-                if block.nbytes >= self._block_max_bytes:
-                    block.seal()
+                blocks = [group.open_block() for group, _, _ in fresh]
+                pending = t.stream.queue(
+                    [StreamFrame(b.header, p, batch.num_rows)
+                     for b, (_, batch, p) in zip(blocks, fresh, strict=True)],
+                    txn_id=txn_id, producer_id=producer_id, producer_seq=producer_seq,
+                )
+                for block, (group, batch, payload) in zip(blocks, fresh, strict=True):
+                    held = pa.ipc.read_record_batch(payload, schema)  # references the payload
+                    frame = Frame(txn_id, producer_id, producer_seq, held, payload, pending)
+                    group.add(block, frame, batch.nbytes)
+                    rows += batch.num_rows
+                    added += batch.nbytes
+                    if block.nbytes >= self._block_max_bytes:
+                        block.seal()
         finally:
-            if not appended:
-                self.memory.release(frame.batch.nbytes)
-        return frame.batch.num_rows
+            self.memory.release(sum(batch.nbytes for _, batch in pieces) - added)
+            if pending is not None:
+                pending.wait()
+        return rows
 
     def fence_txn(self, txn_id: int) -> None:
         """The master is resolving ``txn_id``: refuse its writes from now on."""
@@ -595,8 +622,8 @@ class TableServer:
                     work.append((group, ready))
             if not work:
                 return None, False
-            transient = FLUSH_COPIES * taken  # counted against the budget while flushing
-            self.memory.add(transient)
+            transient = FLUSH_COPIES * taken  # taken from the budget while flushing
+            self._admit(transient)
             try:
                 flushed = [FlushedBlock(g.key.partition, g.key.file_id, b[-1].block_id) for g, b in work]
                 instant, moved = self._commit_flush(t, [self._rows(t, g, b, snapshot) for g, b in work], flushed)
@@ -692,7 +719,6 @@ class TableServer:
         """Release every WAL file (open blocks stay in the WAL stream unsealed; a restart
         recovers them)."""
         self._closed = True
-        self._appenders.shutdown(wait=True)
         self._files.shutdown(wait=True)
         with self._lock:
             tables = list(self._tables.values())

@@ -18,13 +18,14 @@ from memtier.wal.retention import BlockState, WalStatus, delete_expired, expired
 from memtier.wal.storage import WalEntry, WalFileName, list_wals
 from memtier.wal.stream import (
     SegmentName,
+    StreamFrame,
     WalStream,
     delete_stale_segments,
     read_stream,
     recover_blocks,
     write_block_file,
 )
-from memtier.wal.writer import CommitStats, FrameLocation, GroupCommitter, WalWriter
+from memtier.wal.writer import CommitStats, FrameLocation, GroupCommitter, PendingAppend, WalWriter
 
 __all__ = [
     "FORMAT_VERSION",
@@ -32,8 +33,10 @@ __all__ = [
     "CommitStats",
     "FrameLocation",
     "GroupCommitter",
+    "PendingAppend",
     "RecoveredWal",
     "SegmentName",
+    "StreamFrame",
     "SyncPolicy",
     "WalConfig",
     "WalContents",

@@ -24,7 +24,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -50,12 +50,13 @@ from memtier.wal.format import (
     frame_record,
 )
 from memtier.wal.storage import list_logs, wal_storage
-from memtier.wal.writer import FrameLocation, GroupCommitter, WalWriter
+from memtier.wal.writer import GroupCommitter, PendingAppend, WalWriter
 
 __all__ = [
     "SEGMENT_AGE_S",
     "SEGMENT_BYTES",
     "SegmentName",
+    "StreamFrame",
     "WalStream",
     "delete_stale_segments",
     "read_stream",
@@ -90,6 +91,16 @@ class SegmentName:
         return None if match is None else cls(match["incarnation"], int(match["seq"], 16))
 
 
+@dataclass(frozen=True)
+class StreamFrame:
+    """One frame to append to a stream: the block it belongs to, its payload
+    (:func:`~memtier.wal.format.frame_payload`) and its row count."""
+
+    block: WalHeader
+    payload: pa.Buffer
+    rows: int
+
+
 class _Segment(WalWriter):
     """One segment: frames of many blocks, group-committed like any WAL."""
 
@@ -101,34 +112,30 @@ class _Segment(WalWriter):
         self.pending: set[bytes] = set()
         self.started = time.monotonic()
 
-    def append_frame(
-        self,
-        block: WalHeader,
-        payload: pa.Buffer,
-        rows: int,
-        *,
-        txn_id: int,
-        producer_id: bytes,
-        producer_seq: int,
-    ) -> FrameLocation:
-        """Append one frame of ``block`` (declared first if new here). The caller
-        serializes the appends of one block."""
+    def queue_frames(
+        self, frames: Sequence[StreamFrame], *, txn_id: int, producer_id: bytes, producer_seq: int
+    ) -> PendingAppend:
+        """Queue one frame per block (each declared first if new here) as one append. The
+        caller serializes the appends of each block."""
         parts: list[object] = []
-        ref = self._refs.get(block.file_id)
-        if ref is None:
-            ref = self._refs[block.file_id] = next(self._next_ref)
-            self.pending.add(block.file_id)
-            parts.append(encode_declaration(self.header, block, ref, sync_mark=self.durable_size))
-        record = frame_record(
-            self.header.crc_seed,
-            payload,
-            txn_id=txn_id,
-            producer_id=producer_id,
-            producer_seq=producer_seq,
-            sync_mark=self.durable_size,
-            block_ref=ref,
-        )
-        return self._append_parts((*parts, record, payload), rows)
+        mark = self.durable_size
+        for frame in frames:
+            ref = self._refs.get(frame.block.file_id)
+            if ref is None:
+                ref = self._refs[frame.block.file_id] = next(self._next_ref)
+                self.pending.add(frame.block.file_id)
+                parts.append(encode_declaration(self.header, frame.block, ref, sync_mark=mark))
+            record = frame_record(
+                self.header.crc_seed,
+                frame.payload,
+                txn_id=txn_id,
+                producer_id=producer_id,
+                producer_seq=producer_seq,
+                sync_mark=mark,
+                block_ref=ref,
+            )
+            parts += [record, frame.payload]
+        return self._queue_append(tuple(parts), sum(f.rows for f in frames), len(frames))
 
 
 class WalStream:
@@ -170,22 +177,29 @@ class WalStream:
         producer_seq: int,
     ) -> None:
         """Append one frame of ``block``; returns once durable (per the sync policy)."""
+        self.queue(
+            [StreamFrame(block, payload, rows)],
+            txn_id=txn_id,
+            producer_id=producer_id,
+            producer_seq=producer_seq,
+        ).wait()
+
+    def queue(
+        self, frames: Sequence[StreamFrame], *, txn_id: int, producer_id: bytes, producer_seq: int
+    ) -> PendingAppend:
+        """Queue one write's frames (one per block) as one append: one sync makes them all
+        durable. The caller serializes the appends of each block (the stream order of a
+        block's frames is the order of these calls) and must ``wait()`` for the result."""
         while True:
             segment = self._segment()
             try:
-                segment.append_frame(
-                    block,
-                    payload,
-                    rows,
-                    txn_id=txn_id,
-                    producer_id=producer_id,
-                    producer_seq=producer_seq,
+                return segment.queue_frames(
+                    frames, txn_id=txn_id, producer_id=producer_id, producer_seq=producer_seq
                 )
-                return
             except WalClosedError:
                 if segment is self._current:
                     raise
-                # the segment was rolled before this frame was queued: append to the next
+                # the segment was rolled before these frames were queued: use the next
 
     def materialized(self, block: WalHeader) -> None:
         """``block`` has its own block file now: segments left holding only such blocks

@@ -47,7 +47,7 @@ from memtier.wal.format import (
 )
 from memtier.wal.storage import WalSink, wal_storage
 
-__all__ = ["CommitStats", "FrameLocation", "GroupCommitter", "WalWriter"]
+__all__ = ["CommitStats", "FrameLocation", "GroupCommitter", "PendingAppend", "WalWriter"]
 
 
 @dataclass(frozen=True)
@@ -171,6 +171,38 @@ _LEADER = _Gate(-1)  # what :meth:`WalWriter._publish` returns to the thread tha
 GATHER_FRACTION = 0.5
 
 
+class PendingAppend:
+    """Frames queued on a WAL and not yet known durable. :meth:`wait` must be called once,
+    by the thread that queued them: it makes them durable (leading the group commit, or
+    sharing another's). Others may ask :meth:`durable` meanwhile."""
+
+    def __init__(self, writer: WalWriter, location: FrameLocation, gate: _Gate | None) -> None:
+        self._writer = writer
+        self.location = location
+        self._gate = gate
+        self._done = threading.Event()
+        self._error: BaseException | None = None
+
+    def wait(self) -> None:
+        """Return once durable (or written, with INTERVAL); WalWriteFailedError if not."""
+        writer, end = self._writer, self.location.end
+        try:
+            if not writer._committer.wait_for_sync:
+                with writer._failing(end):
+                    writer._write_queued()  # acknowledged once written, synced later
+            writer._await(end, self._gate)
+        except BaseException as e:
+            self._error = e
+            raise
+        finally:
+            self._done.set()
+
+    def durable(self) -> bool:
+        """Whether the frames were made durable, waiting for :meth:`wait` to finish."""
+        self._done.wait()
+        return self._error is None
+
+
 class WalWriter:
     """Appends frames to one block's WAL; thread-safe.
 
@@ -289,10 +321,17 @@ class WalWriter:
     def _append_parts(self, parts: tuple[Any, ...], rows: int) -> FrameLocation:
         """Queue the buffers of one frame (and what must precede it) as one run of bytes;
         returns once durable (or written, with INTERVAL)."""
+        pending = self._queue_append(parts, rows, 1)
+        pending.wait()
+        return pending.location
+
+    def _queue_append(self, parts: tuple[Any, ...], rows: int, frames: int) -> PendingAppend:
+        """Queue the buffers of ``frames`` frames (and what must precede them) as one run
+        of bytes, as one append; the caller must :meth:`PendingAppend.wait` for it."""
         length = sum(memoryview(p).nbytes for p in parts)
         with self._lock:
             offset = self._enqueue(parts, length)
-            self._frames += 1
+            self._frames += frames
             self._rows += rows
             self._appends += 1
             if self._gather is not None:
@@ -301,11 +340,7 @@ class WalWriter:
                     self._gather.open()
                     self._gather = None
             gate = self._publish(offset + length)
-        if not self._committer.wait_for_sync:
-            with self._failing(offset + length):
-                self._write_queued()  # acknowledged once written, synced later
-        self._await(offset + length, gate)
-        return FrameLocation(offset, length)
+        return PendingAppend(self, FrameLocation(offset, length), gate)
 
     def sync(self) -> int:
         """Make every append so far durable; returns the durable size."""
