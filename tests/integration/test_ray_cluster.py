@@ -67,6 +67,17 @@ def test_table_server_processes_run_without_transparent_huge_pages(cluster: obje
         assert "THP_enabled:\t0" in status, name
 
 
+def test_table_server_processes_start_with_the_allocator_settings(cluster: object) -> None:
+    """Arrow's jemalloc and glibc's malloc settings that return freed memory (read at
+    process start, so they must be in the actor's environment)."""
+    from memtier.tableserver.memory import PROCESS_ENV
+
+    pids = cluster.pids()  # type: ignore[attr-defined]
+    for name in (f"ts-{i}" for i in range(SERVERS)):
+        environ = Path(f"/proc/{pids[name]}/environ").read_bytes().split(b"\0")
+        assert {f"{k}={v}".encode() for k, v in PROCESS_ENV.items()} <= set(environ), name
+
+
 @pytest.mark.parametrize("seed", [11, 12])
 def test_random_scenarios_on_ray_actors(cluster: object, seed: int) -> None:
     table = f"scenario_{seed}_{uuid.uuid4().hex[:6]}"
