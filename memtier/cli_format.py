@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
+from memtier.hudi.timeline import parse_instant_time
+
 __all__ = ["Console", "human_bytes", "human_seconds", "render_table", "service_line", "status_report"]
 
 
@@ -49,6 +51,7 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: S
 def status_report(address: str, status: Mapping[str, Any]) -> str:
     """The human form of a master's ``status()``: table servers, tables, open transactions."""
     servers = status["servers"]
+    now = time.time()
     server_rows = [
         (
             sid,
@@ -57,6 +60,8 @@ def status_report(address: str, status: Mapping[str, Any]) -> str:
             f"{human_bytes(s['memory_used'])} / {human_bytes(s['memory_budget'])}",
             f"{100 * s['memory_used'] / s['memory_budget']:.1f}%" if s["memory_budget"] else "-",
             _ack_times(s.get("writes") or {}),
+            _ack_times(s.get("wal_syncs") or {}),
+            _ack_times(s.get("flushes") or {}),
         )
         for sid, s in servers.items()
     ]
@@ -66,6 +71,7 @@ def status_report(address: str, status: Mapping[str, Any]) -> str:
             t["path"],
             t["buckets"],
             t["latest_commit"] or "(none yet)",
+            _age(t["latest_commit"], now),
             f"{t['unflushed_rows']:,}",
             f"{t['lag_s']:.1f} s",
         )
@@ -74,16 +80,28 @@ def status_report(address: str, status: Mapping[str, Any]) -> str:
     txns = status["open_transactions"]
     lines = [f"memtier cluster at {address}", "", f"Table servers: {len(servers)}"]
     lines += _indent(render_table(("id", "address", "heartbeat", "memory used / budget", "used",
-                                   "write ack p50 / p99"), server_rows, right=(2, 3, 4, 5)))
+                                   "write ack p50 / p99", "WAL sync p50 / p99", "flush p50 / p99"),
+                                  server_rows, right=(2, 3, 4, 5, 6, 7)))
     lines += ["", f"Tables: {len(table_rows)}"]
     if table_rows:
         lines += _indent(render_table(
-            ("name", "path", "buckets", "latest Hudi commit", "unflushed rows", "lag"), table_rows,
-            right=(2, 4, 5),
+            ("name", "path", "buckets", "latest Hudi commit", "flushed", "unflushed rows", "lag"), table_rows,
+            right=(2, 4, 5, 6),
         ))
     lines += _services_report(status["tables"])
     lines += ["", f"Open transactions: {len(txns)}" + (f" (ids {', '.join(map(str, txns))})" if txns else "")]
+    endpoints = [("master", status.get("metrics_url"))] + [(sid, s.get("metrics_url")) for sid, s in servers.items()]
+    served = [(who, url) for who, url in endpoints if url]
+    if served:
+        lines += ["", "Prometheus metrics:"] + [f"  {who}: {url}" for who, url in served]
     return "\n".join(lines)
+
+
+def _age(instant: str | None, now: float) -> str:
+    """How long ago an instant was: the freshness of a table's latest flush."""
+    if not instant:
+        return "-"
+    return f"{now - parse_instant_time(instant).timestamp():.1f} s ago"
 
 
 def _services_report(tables: Mapping[str, Any]) -> list[str]:

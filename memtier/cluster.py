@@ -33,6 +33,7 @@ from memtier.errors import InvalidArgumentError, MemtierError, RpcError
 from memtier.io import join
 from memtier.master.master import Master
 from memtier.master.service import MasterProxy, MasterService
+from memtier.metrics import master_metrics, serve_metrics, table_server_metrics
 from memtier.rpc import RpcServer
 from memtier.tableserver.memory import PROCESS_ENV, return_freed_memory
 from memtier.tableserver.server import TableServer
@@ -96,6 +97,8 @@ class MasterShell:
             catalog=catalog,
         )
         self.rpc = RpcServer(MasterService(self.master), host=config.host, port=port, token=token).start()
+        self.metrics = serve_metrics(lambda: master_metrics(self.master.status()), host=config.host)
+        self.master.metrics_url = self.metrics.url
         self._monitor = _Periodic("memtier-master-monitor", 1.0, self._watch)
 
     def _watch(self) -> None:
@@ -137,6 +140,10 @@ class TableServerShell:
         self.server = TableServer(server_id, self._master, wal_root, config=server_config,
                                   wal_config=load(WalConfig, server or {}))
         self.rpc = RpcServer(TableServerService(self.server), host=config.host, token=config.token).start()
+        self.metrics = serve_metrics(
+            lambda: table_server_metrics(self.server.status(), self.server.latencies()), host=config.host
+        )
+        self.server.metrics_url = self.metrics.url
         self._register()
         self._loop = _Periodic("memtier-ts-loop", config.heartbeat_interval.total_seconds(), self._tick)
 

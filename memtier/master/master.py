@@ -140,6 +140,7 @@ class Master:
         self._flushed: dict[str, tuple[str | None, dict[tuple[str, str], int]]] = {}
         self._commit_logs: dict[str, CommitLog] = {}
         self.services = TableServices(self, services, clock)
+        self.metrics_url: str | None = None  # where the process serves /metrics, if it does
         self.catalog = CatalogSync.from_config(load(CatalogConfig, catalog), storage_options)
         for name in list(self._state.tables):
             self._recover_table(name)
@@ -741,6 +742,9 @@ class Master:
                     "memory_used": info.status.get("memory_used", 0),
                     "memory_budget": info.memory_budget,
                     "writes": info.status.get("writes", {}),
+                    "wal_syncs": info.status.get("wal_syncs", {}),
+                    "flushes": info.status.get("flushes", {}),
+                    "metrics_url": info.status.get("metrics_url"),
                     "tables": info.status.get("tables", {}),
                 }
                 for s, info in sorted(self._servers.items())
@@ -756,7 +760,8 @@ class Master:
             unflushed = [s["tables"].get(name, {}) for s in servers.values()]
             info["unflushed_rows"] = sum(u.get("unflushed_rows", 0) for u in unflushed)
             info["lag_s"] = max((u.get("oldest_unflushed_s", 0.0) for u in unflushed), default=0.0)
-        return {"servers": servers, "tables": tables, "open_transactions": open_txns}
+        return {"servers": servers, "tables": tables, "open_transactions": open_txns,
+                "metrics_url": self.metrics_url}
 
     def servers(self) -> dict[str, str]:
         with self._lock:

@@ -37,12 +37,12 @@ from memtier.hudi.routing import locate
 from memtier.hudi.schema import check_ordering_not_null, conform, to_table
 from memtier.hudi.tablemeta import TableMeta
 from memtier.io import FileIO, join, open_fileio, parent, relpath
+from memtier.latency import LatencyWindow
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
 from memtier.tableserver.block import Block, Frame
 from memtier.tableserver.filegroup import FileGroup, FileGroupKey
 from memtier.tableserver.flush import FlushGroup, Planned
 from memtier.tableserver.flusher import Flusher, InlineFlusher, ProcessFlusher
-from memtier.tableserver.latency import LatencyWindow
 from memtier.tableserver.master_link import FlushedBlock, MasterLink
 from memtier.tableserver.memory import MemoryAccount
 from memtier.wal import (
@@ -112,6 +112,21 @@ class _Table:
     file_ids: dict[tuple[str, int], str] = field(default_factory=dict)  # from the Hudi table
     flushed: dict[FileGroupKey, int] = field(default_factory=dict)  # last block in the table
     flush_lock: threading.Lock = field(default_factory=threading.Lock)
+    acknowledged: Tally = field(default_factory=lambda: Tally())
+
+
+@dataclass
+class Tally:
+    """Rows and bytes acknowledged so far; thread-safe."""
+
+    rows: int = 0
+    bytes: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, rows: int, nbytes: int) -> None:
+        with self._lock:
+            self.rows += rows
+            self.bytes += nbytes
 
 
 class TableServer:
@@ -140,6 +155,8 @@ class TableServer:
         self._admission = threading.Lock()  # one write at a time makes room and takes it
         self.memory = MemoryAccount(self.config.memory_budget)
         self.write_latency = LatencyWindow()
+        self.flush_latency = LatencyWindow()  # each flush commit, encoding and files included
+        self.metrics_url: str | None = None  # where the process serves /metrics, if it does
         self._snapshot = TxnSnapshot(1)
         self._files = ThreadPoolExecutor(1, thread_name_prefix="memtier-blockfile")
         self._last_flush = time.monotonic()
@@ -320,6 +337,7 @@ class TableServer:
         evicted = self._admit(sum(p.nbytes for _, p in pieces))
         rows = self._append(t, pieces, txn_id, producer_id, producer_seq)
         self.write_latency.add(time.perf_counter() - started)
+        t.acknowledged.add(rows, sum(p.nbytes for _, p in pieces))
         return WriteAck(rows, batch.num_rows - rows, len(pieces), evicted)
 
     def _admit(self, incoming: int) -> int:
@@ -575,8 +593,10 @@ class TableServer:
                         group.seal_open()
             more = True
             while more:  # rounds of at most _flush_round_bytes, each its own commit
+                started = time.perf_counter()
                 instant, more = self._flush_table(t)
                 if instant is not None:
+                    self.flush_latency.add(time.perf_counter() - started)
                     instants.append(instant)
             for group in list(t.groups.values()):
                 for block in list(group.blocks):
@@ -695,6 +715,8 @@ class TableServer:
                 "unflushed_bytes": sum(b.nbytes for b in unflushed),
                 "oldest_unflushed_s": max((now - b.created for b in unflushed), default=0.0),
                 "memory_bytes": sum(b.memory for b in blocks),
+                "acknowledged_rows": t.acknowledged.rows,
+                "acknowledged_bytes": t.acknowledged.bytes,
             }
         return {
             "server_id": self.server_id,
@@ -703,8 +725,16 @@ class TableServer:
             "memory_budget": self.memory.budget,
             "wal": vars(self._committer.stats()),
             "writes": self.write_latency.summary(),
+            "wal_syncs": self._committer.sync_latency.summary(),
+            "flushes": self.flush_latency.summary(),
+            "metrics_url": self.metrics_url,
             "tables": report,
         }
+
+    def latencies(self) -> dict[str, LatencyWindow]:
+        """The durations this server measures, by what they time."""
+        return {"ack": self.write_latency, "wal_sync": self._committer.sync_latency,
+                "flush": self.flush_latency}
 
     def bucket_memory(self) -> dict[tuple[str, int], int]:
         """Bytes held per (table, bucket): what the master balances on."""

@@ -37,6 +37,7 @@ import pyarrow as pa
 from memtier.config import SyncPolicy, WalConfig
 from memtier.errors import InvalidArgumentError, WalClosedError, WalWriteFailedError
 from memtier.io import FileIO
+from memtier.latency import LatencyWindow
 from memtier.wal.format import (
     WalContents,
     WalHeader,
@@ -96,6 +97,8 @@ class GroupCommitter:
         #: Whether an append returns only once durable.
         self.wait_for_sync = policy is not SyncPolicy.INTERVAL
         self._lock = threading.Lock()
+        #: How long each durable sync (group commit) took.
+        self.sync_latency = LatencyWindow()
         self._writers: weakref.WeakSet[WalWriter] = weakref.WeakSet()
         self._retired = CommitStats(0, 0, 0)  # counts of writers already released
         self._stop = threading.Event()
@@ -457,7 +460,9 @@ class WalWriter:
         with self._failing(end):
             target = self._write_queued()
             synced = self._sink.sync()
-        self._commit_seconds += 0.2 * (time.perf_counter() - started - self._commit_seconds)
+        elapsed = time.perf_counter() - started
+        self._committer.sync_latency.add(elapsed)
+        self._commit_seconds += 0.2 * (elapsed - self._commit_seconds)
         with self._lock:
             self._syncs += synced
             self._durable = max(self._durable, target)

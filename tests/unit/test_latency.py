@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memtier.tableserver.latency import LatencyWindow
+from memtier.latency import LatencyWindow
 
 
 def test_an_empty_window_reports_zeros() -> None:
@@ -19,3 +19,15 @@ def test_percentiles_cover_the_latest_durations_only() -> None:
     assert (summary["count"], summary["window"]) == (150, 100)
     assert summary["p50_ms"] == 50.5 and summary["max_ms"] == 100.0
     assert 99 <= summary["p99_ms"] <= 100
+
+
+def test_the_histogram_counts_every_duration_cumulatively() -> None:
+    window = LatencyWindow(size=2)  # the histogram is not limited to the window
+    for seconds in (0.0004, 0.0005, 0.003, 0.3, 30.0):
+        window.add(seconds)
+    buckets, total = window.histogram()
+    counts = dict(buckets)
+    assert counts["0.0005"] == 2  # a duration on a bound belongs to that bucket (le)
+    assert counts["0.005"] == 3 and counts["0.25"] == 3 and counts["0.5"] == 4
+    assert counts["10.0"] == 4 and counts["+Inf"] == 5
+    assert abs(total - 30.3039) < 1e-9
