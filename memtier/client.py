@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from memtier.errors import (
     BatchTooLargeError,
@@ -34,11 +35,13 @@ from memtier.errors import (
 )
 from memtier.hudi.avro import META_FIELDS
 from memtier.hudi.cache import SliceCache
+from memtier.hudi.deletes import DELETE_FLAG, prepare_write
 from memtier.hudi.filters import Filter, key_buckets, key_filters, validate
 from memtier.hudi.keys import KeyColumns
 from memtier.hudi.merge import LogEntry
 from memtier.hudi.reader import read_columns, read_instants, read_table
-from memtier.hudi.schema import check_ordering_not_null, conform, to_table
+from memtier.hudi.routing import producer_bucket
+from memtier.hudi.schema import to_table
 from memtier.hudi.slicereader import conform_columns
 from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
 from memtier.io import open_fileio
@@ -108,6 +111,7 @@ class _Routing:
     schema: pa.Schema
     record_key: tuple[str, ...]
     ordering_field: str | None
+    partition_fields: tuple[str, ...]
     buckets: int
     routing: Mapping[int, str]  # bucket -> server id
     servers: Mapping[str, str]  # server id -> location
@@ -120,6 +124,7 @@ class _Routing:
             pa.ipc.read_schema(pa.py_buffer(description["schema"])),
             tuple(description["record_key"]),
             description.get("ordering_field"),
+            tuple(description.get("partition_fields") or ()),
             int(description["buckets"] or 0),
             {int(b): s for b, s in description["routing"].items()},
             dict(description["servers"]),
@@ -205,7 +210,7 @@ class Client:
         name: str,
         schema: pa.Schema,
         *,
-        record_key: str | Sequence[str],
+        record_key: str | Sequence[str] | None,
         ordering_field: str | None = None,
         partition_fields: str | Sequence[str] | None = None,
         buckets: int = 4,
@@ -214,7 +219,11 @@ class Client:
         storage_options: Mapping[str, str] | None = None,
         log_block_format: str = "avro",
     ) -> dict[str, Any]:
-        """Create a table (a Hudi table at ``path``, by default under the cluster root)."""
+        """Create a table (a Hudi table at ``path``, by default under the cluster root).
+
+        ``record_key=None`` creates an append-only table: every row is kept (no merge or
+        de-duplication by key), Hudi generates its record keys, and each producer's
+        writes rotate over the ``buckets`` file groups of a partition."""
         return self.master.create_table(
             name, schema, record_key, ordering_field=ordering_field,
             partition_fields=partition_fields, buckets=buckets, table_type=table_type, path=path,
@@ -259,11 +268,12 @@ class Client:
                 handle = self._servers[location] = self._server_factory(server_id, location)
             return handle
 
-    def _split(self, route: _Routing, table: pa.Table) -> dict[str, pa.Table]:
+    def _split(self, route: _Routing, table: pa.Table, producer_id: bytes, seq: int) -> dict[str, pa.Table]:
         """The batch's rows per table server (the whole batch when one server owns all).
 
         A batch going to several servers is checked whole first, as one server checks
-        its batch: a rejected batch must leave no rows on any server.
+        its batch: a rejected batch must leave no rows on any server. An append-only
+        table's batch goes whole to the owner of the producer's next bucket.
         """
         if not route.buckets:
             raise UnsupportedTableError(
@@ -272,13 +282,17 @@ class Client:
         owners = set(route.routing.values())
         if len(owners) == 1:
             return {owners.pop(): table}
+        if not route.record_key:
+            return {route.routing.get(producer_bucket(producer_id, seq, route.buckets), ""): table}
         if route.max_batch_rows is not None and table.num_rows > route.max_batch_rows:
             raise BatchTooLargeError(
                 f"a batch of {table.num_rows} rows exceeds tableserver.max-batch-rows "
                 f"({route.max_batch_rows}); split it"
             )
-        table = conform(table, route.schema)
-        check_ordering_not_null(table, route.ordering_field)
+        table = prepare_write(
+            table, route.schema, key_fields=route.record_key, partition_fields=route.partition_fields,
+            ordering_field=route.ordering_field,
+        )
         buckets = KeyColumns.of(table, route.record_key).bucket_ids(route.buckets)
         servers = np.array([route.routing.get(b, "") for b in range(route.buckets)], dtype=object)
         per_row = servers[buckets]
@@ -307,7 +321,7 @@ class Client:
         deadline = time.monotonic() + RETRY_SECONDS
         for attempt in itertools.count():
             route = self._route(name, refresh=attempt > 0)
-            pieces = self._split(route, pending)
+            pieces = self._split(route, pending, producer_id, seq)
             if "" in pieces:
                 raise NotOwnerError(f"table {name!r} has buckets without a table server")
             failed: list[pa.Table] = []
@@ -340,6 +354,29 @@ class Client:
                 )
             time.sleep(min(0.02 * 2**attempt, 0.5))
         raise AssertionError("unreachable")
+
+    def delete(self, name: str, keys: Any, *, txn_id: int = AUTOCOMMIT, sequence: int | None = None) -> WriteResult:
+        """Delete keys: durable at the acknowledgement, hidden from the next read (latest;
+        committed readers once committed) as :meth:`write` makes rows visible.
+
+        ``keys``: for a one-column record key a list or Arrow array of keys; otherwise a
+        table (or dict of columns, or DataFrame) of the record-key columns, plus the
+        partition columns of a partitioned table, plus optionally the ordering column:
+        a delete with an ordering value loses to an upsert of the same key with a
+        greater one, as in Hudi; without one it deletes every version written before it.
+        """
+        route = self._route(name)
+        if not route.record_key:
+            raise InvalidArgumentError(f"table {name!r} is append-only: it has no record key to delete by")
+        table = _key_table(keys, route.record_key)
+        missing = [c for c in (*route.record_key, *route.partition_fields) if c not in table.column_names]
+        if missing:
+            raise InvalidArgumentError(
+                f"deleting from {name!r} needs the record-key and partition columns; the keys lack {missing}"
+            )
+        flags = pa.array(np.ones(table.num_rows, dtype=bool))
+        table = table.drop_columns([DELETE_FLAG]) if DELETE_FLAG in table.column_names else table
+        return self.write(name, table.append_column(DELETE_FLAG, flags), txn_id=txn_id, sequence=sequence)
 
     def _producer(self) -> Any:
         """This thread's producer: its own id and sequence, so the servers see each
@@ -414,6 +451,8 @@ class Client:
         """The latest rows of the given keys: a table (or dict, or for a one-column key a
         list) of key values. Only the keys' file groups are read, memory first."""
         route = self._route(name)
+        if not route.record_key:
+            raise InvalidArgumentError(f"table {name!r} is append-only: it has no record key to look up")
         if isinstance(keys, (list, tuple)) and len(route.record_key) == 1:
             keys = {route.record_key[0]: list(keys)}
         key_table = to_table(pa.table(keys) if isinstance(keys, dict) else keys)
@@ -477,7 +516,7 @@ class Client:
         route = _Routing.of(plan)
         filters = validate(r.filters, [*META_FIELDS, *meta.schema.names])
         buckets = r.buckets
-        if route.buckets > 0:
+        if route.buckets > 0 and route.record_key:
             pinned = key_buckets(filters, route.record_key, route.schema, route.buckets)
             if pinned is not None:
                 buckets = frozenset(pinned) if buckets is None else buckets & pinned
@@ -604,6 +643,17 @@ def wait_for_task(master: MasterAPI, task: dict[str, Any],
         task = master.service_task(task["task_id"])
 
 
+def _key_table(keys: Any, record_key: Sequence[str]) -> pa.Table:
+    """Keys as a table: a list or array names the values of a one-column record key."""
+    if isinstance(keys, (list, tuple, pa.Array, pa.ChunkedArray)):
+        if len(record_key) != 1:
+            raise InvalidArgumentError(
+                f"the record key has columns {list(record_key)}: give the keys as a table of them"
+            )
+        return pa.table({record_key[0]: keys})
+    return to_table(pa.table(keys) if isinstance(keys, dict) else keys)
+
+
 def _json_value(value: Any) -> bool:
     """Whether a filter value travels as JSON unchanged (a scalar, or a list of them)."""
     if isinstance(value, (list, tuple)):
@@ -630,12 +680,15 @@ def _entries_by_file_group(
 ) -> dict[tuple[str, str], list[LogEntry]]:
     """Table-server rows as one log entry per file group, in write order, typed and with
     the columns the file read of the same request has (meta columns null, record keys
-    computed when the merge needs them)."""
+    computed when the merge needs them), deleted rows flagged."""
     entries: dict[tuple[str, str], list[LogEntry]] = {}
     for table in memory:
         partitions = table.column(PARTITION_COLUMN).combine_chunks()
         file_ids = table.column(FILE_ID_COLUMN).combine_chunks()
+        flags = table.column(DELETE_FLAG).combine_chunks()
         data = table.drop_columns([PARTITION_COLUMN, FILE_ID_COLUMN])
+        if DELETE_FLAG not in needed:
+            data = data.drop_columns([DELETE_FLAG])
         width = len(file_ids.dictionary)
         codes = partitions.indices.to_numpy().astype(np.int64) * width + file_ids.indices.to_numpy()
         order = np.argsort(codes, kind="stable")  # by file group, write order kept inside
@@ -644,12 +697,15 @@ def _entries_by_file_group(
         for start, end in zip(starts, np.r_[starts[1:], len(order)], strict=True):
             code = int(sorted_codes[start])
             key = (partitions.dictionary[code // width].as_py(), file_ids.dictionary[code % width].as_py())
-            rows = data.take(pa.array(order[start:end]))
+            taken = pa.array(order[start:end])
+            rows = data.take(taken)
             records = conform_columns(rows, meta.file_schema, needed)
-            if RECORD_KEY in needed:
+            if RECORD_KEY in needed and meta.config.record_key_fields:
                 keys_array = KeyColumns.of(rows, meta.config.record_key_fields).record_keys()
                 records = records.set_column(records.column_names.index(RECORD_KEY), RECORD_KEY, keys_array)
-            entries.setdefault(key, []).append(LogEntry(records=records))
+            deleting = flags.take(taken)
+            mask = deleting if pc.any(deleting).as_py() else None
+            entries.setdefault(key, []).append(LogEntry(records=records, delete_mask=mask))
     return entries
 
 
@@ -667,6 +723,12 @@ class Transaction:
         if self.state != "open":
             raise TransactionError(f"transaction {self.txn_id} is {self.state}; it takes no more writes")
         return self.client.write(self.table, data, txn_id=self.txn_id)
+
+    def delete(self, keys: Any) -> WriteResult:
+        """Delete keys in this transaction (see :meth:`Client.delete`)."""
+        if self.state != "open":
+            raise TransactionError(f"transaction {self.txn_id} is {self.state}; it takes no more writes")
+        return self.client.delete(self.table, keys, txn_id=self.txn_id)
 
     def commit(self) -> None:
         if self.state == "aborted":

@@ -118,7 +118,10 @@ def _outputs(meta: TableMeta, rows: pa.Table) -> list[tuple[str, pa.Table]]:
         pieces = max(1, -(-rows.num_rows // _TARGET_ROWS))
         size = -(-rows.num_rows // pieces)
         return [(f"{uuid.uuid4()}-0", rows.slice(i * size, size)) for i in range(pieces)]
-    ids = KeyColumns.of(rows, meta.config.record_key_fields).bucket_ids(buckets)
+    if meta.keyless:  # append-only: equal runs over the buckets, as writes spread them
+        ids = np.arange(rows.num_rows) * buckets // max(rows.num_rows, 1)
+    else:
+        ids = KeyColumns.of(rows, meta.config.record_key_fields).bucket_ids(buckets)
     out = []
     for bucket in np.unique(ids):
         out.append((new_bucket_file_id(int(bucket)), rows.filter(pa.array(ids == bucket))))

@@ -69,12 +69,17 @@ def with_meta_columns(
     keys: pa.Array | None = None,
 ) -> pa.Table:
     """``data`` with the five meta columns in front (``file_name``: base file name, or the
-    file id for log records, as Hudi writes them)."""
+    file id for log records, as Hudi writes them). Without ``key_fields`` (an append-only
+    table) the record keys are generated as Hudi 0.14+ generates them: the sequence
+    numbers ``<instant>_<task>_<row>``, unique in the table."""
     rows = data.num_rows
+    sequence = _sequence_numbers(instant, task, rows)
+    if keys is None:
+        keys = record_keys(data, key_fields) if key_fields else sequence
     meta = [
         constant_column(instant, rows),
-        _sequence_numbers(instant, task, rows),
-        keys if keys is not None else record_keys(data, key_fields),
+        sequence,
+        keys,
         constant_column(partition_path, rows),
         constant_column(file_name, rows),
     ]

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.types as pat
 
 from memtier.hudi.basefile import constant_column, sort_by_key, with_meta_columns, write_base_file
 from memtier.hudi.commit import WriteStat
@@ -46,6 +48,7 @@ class FileGroupChange:
     upserts: pa.Table | None = None
     deleted_keys: pa.Array | None = None  # record-key strings
     record_keys: pa.Array | None = None
+    deleted_ordering: pa.Array | None = None  # each delete's ordering value (null: commit order)
 
     @property
     def num_upserts(self) -> int:
@@ -78,6 +81,11 @@ def plan_file_group_write(
     to a file group that does not exist)."""
     token = f"{task}-0-0"
     if slice_ is None or (slice_.is_empty and not slice_.compaction_pending):
+        if _ordered_deletes(change) and meta.is_merge_on_read:
+            # a log-only file group: its ordered deletes must outlive this write (a later
+            # upsert of the key with a lower ordering value loses to them)
+            name = LogFile(change.file_id, instant, 1, token).name
+            return FileGroupPlan(change, "log", name, FileSlice(change.partition_path, change.file_id, instant), task)
         if change.num_upserts == 0:
             return None
         name = BaseFile(change.file_id, token, instant).name
@@ -96,15 +104,27 @@ def plan_log_write(
     """A new log file for this change, written by one of several tasks of one instant
     (``token``, unique per task attempt, keeps their names apart): it joins the file
     group's slice, or starts a log-only group (as Hudi's bucket-index writers do) where
-    there is none. None when it changes nothing (deletes for a group that does not exist)."""
+    there is none. None when it changes nothing (deletes in commit order for a group
+    that does not exist)."""
     if slice_ is None or (slice_.is_empty and not slice_.compaction_pending):
-        if change.num_upserts == 0:
+        if change.num_upserts == 0 and not _ordered_deletes(change):
             return None
         name = LogFile(change.file_id, instant, 1, token).name
         return FileGroupPlan(change, "log", name, FileSlice(change.partition_path, change.file_id, instant), task)
     version = max((f.version for f in slice_.log_files), default=0) + 1
     name = LogFile(change.file_id, slice_.base_instant, version, token).name
     return FileGroupPlan(change, "log", name, slice_, task)
+
+
+def _ordered_deletes(change: FileGroupChange) -> bool:
+    """Whether some delete of the change carries an ordering value (other than Hudi's
+    zero): a delete in commit order of a key no file holds changes nothing."""
+    ordering = change.deleted_ordering
+    if ordering is None or not change.num_deletes:
+        return False
+    if pat.is_integer(ordering.type):
+        return bool(pc.any(pc.not_equal(ordering, 0)).as_py())
+    return ordering.null_count < len(ordering)
 
 
 def _records(meta: TableMeta, plan: FileGroupPlan, instant: str, file_name: str) -> pa.Table:
@@ -140,7 +160,8 @@ def _write_log(meta: TableMeta, plan: FileGroupPlan, instant: str) -> tuple[int,
             ordering = meta.merge_spec.ordering_column
             ordering_type = meta.physical.field(ordering).type if ordering else None
             block = delete_block(
-                change.deleted_keys, partitions, instant, meta.avro_schema_with_meta, ordering_type
+                change.deleted_keys, partitions, instant, meta.avro_schema_with_meta, ordering_type,
+                change.deleted_ordering,
             )
             sizes.append(len(block))
             yield block
@@ -158,7 +179,7 @@ def _rewrite(meta: TableMeta, plan: FileGroupPlan, instant: str, visible: Timeli
     if change.num_upserts:
         entries.append(LogEntry(records=_records(meta, plan, instant, plan.file_name)))
     if change.num_deletes:
-        entries.append(LogEntry(deleted_keys=change.deleted_keys))
+        entries.append(LogEntry(deleted_keys=change.deleted_keys, deleted_ordering=change.deleted_ordering))
     merged = merge_file_group(current, entries, meta.merge_spec)
     assert merged is not None
     merged = merged.set_column(
@@ -187,7 +208,8 @@ def write_file_group(meta: TableMeta, plan: FileGroupPlan, instant: str, visible
         base_name = plan.slice.base_file.name if plan.slice.base_file is not None else None
         return WriteStat(
             file_id=change.file_id, path=plan.relative_path, partition_path=change.partition_path,
-            prev_commit=plan.slice.base_instant, num_writes=change.num_upserts, num_inserts=0,
+            prev_commit=_NULL_COMMIT if plan.slice.is_empty else plan.slice.base_instant,
+            num_writes=change.num_upserts, num_inserts=0,
             num_update_writes=change.num_upserts, num_deletes=change.num_deletes,
             total_write_bytes=size, file_size=size, log_version=LogFile.parse(plan.file_name).version,
             log_offset=0, base_file=base_name, log_files=(plan.file_name,),

@@ -23,7 +23,9 @@ from enum import IntEnum
 from types import MappingProxyType
 
 import fastavro
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pyarrow.types as pat
 
@@ -419,43 +421,74 @@ def _ordering_branch(ordering_type: pa.DataType | None) -> str:
     raise SchemaMismatchError(f"an ordering field of type {t} has no Hudi delete ordering value")
 
 
+# Arrow types of the orderingVal branches whose values are written as they are (others
+# are written as a zero: "delete in commit order").
+_ORDERED_BRANCHES = {
+    "int": ("int", pa.int32()),
+    "long": ("long", pa.int64()),
+    "float": ("float", pa.float32()),
+    "double": ("double", pa.float64()),
+    "string": ("string", pa.string()),
+    "date": ("int", pa.int32()),
+    "timestamp-micros": ("long", pa.int64()),
+}
+
+
+def _ordering_field(branch: str, values: pa.Array | None, rows: int) -> tuple[dict, pa.Array]:
+    """The Avro field and column writing each delete's orderingVal: the union branch
+    index, then the value in that branch (a zero where ``values`` is null or absent)."""
+    if values is None or branch not in _ORDERED_BRANCHES or values.null_count == rows:
+        zero = _zero_ordering(branch)
+        column = pa.Array.from_buffers(pa.binary(len(zero)), rows, [None, pa.py_buffer(zero * rows)])
+        return {"name": "orderingVal", "type": {"type": "fixed", "name": "z", "size": len(zero)}}, column
+    avro_type, arrow_type = _ORDERED_BRANCHES[branch]
+    if pat.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    if pat.is_timestamp(values.type):
+        values = values.cast(pa.timestamp("us", values.type.tz))
+    values = values.cast(arrow_type)
+    if values.null_count:
+        values = pc.fill_null(values, pa.scalar("" if avro_type == "string" else 0, arrow_type))
+    branch_index = [_branch_name(b) for b in _ORDERING_BRANCHES].index(branch)
+    column = pa.StructArray.from_arrays(
+        [pa.array(np.full(rows, branch_index, np.int64)), values], ["branch", "value"]
+    )
+    fields = [{"name": "branch", "type": "long"}, {"name": "value", "type": avro_type}]
+    return {"name": "orderingVal", "type": {"type": "record", "name": "o", "fields": fields}}, column
+
+
 def delete_block(
     record_keys: pa.Array,
     partition_paths: pa.Array,
     instant: str,
     avro_schema_with_meta: dict,
     ordering_type: pa.DataType | None,
+    ordering_values: pa.Array | None = None,
 ) -> bytes:
-    """A DELETE block of the given keys: HoodieDeleteRecordList, each orderingVal a zero
-    in the union branch of ``ordering_type`` (null when there is no ordering field)."""
-    if len(record_keys) != len(partition_paths):
-        raise SchemaMismatchError(
-            f"{len(record_keys)} record keys but {len(partition_paths)} partition paths"
-        )
-    ordering = _zero_ordering(_ordering_branch(ordering_type))
-    rows = pa.table(
-        {
-            "recordKey": record_keys,
-            "partitionPath": partition_paths,
-            "orderingVal": pa.Array.from_buffers(
-                pa.binary(len(ordering)),
-                len(record_keys),
-                [None, pa.py_buffer(ordering * len(record_keys))],
-            ),
-        }
-    )
-    # orderingVal written as raw bytes: a fixed of exactly the branch and zero value.
+    """A DELETE block of the given keys: HoodieDeleteRecordList, each orderingVal in the
+    union branch of ``ordering_type`` (null when there is no ordering field): the
+    delete's ``ordering_values`` (readers then keep a record of a greater ordering value),
+    or a zero where none is given ("delete in commit order")."""
+    rows = len(record_keys)
+    if rows != len(partition_paths):
+        raise SchemaMismatchError(f"{rows} record keys but {len(partition_paths)} partition paths")
+    if ordering_values is not None and len(ordering_values) != rows:
+        raise SchemaMismatchError(f"{rows} record keys but {len(ordering_values)} ordering values")
+    # The union is written as its branch index then its value: a fixed zero, or a record
+    # of (branch, value), whose Avro bytes are exactly those of the union.
+    ordering_field, ordering = _ordering_field(_ordering_branch(ordering_type), ordering_values, rows)
+    table = pa.table({"recordKey": record_keys, "partitionPath": partition_paths, "orderingVal": ordering})
     layout = {
         "type": "record",
         "name": "HoodieDeleteRecord",
         "fields": [
             {"name": "recordKey", "type": ["null", "string"]},
             {"name": "partitionPath", "type": ["null", "string"]},
-            {"name": "orderingVal", "type": {"type": "fixed", "name": "z", "size": len(ordering)}},
+            ordering_field,
         ],
     }
-    items, _ = encode_records(rows, layout)
-    count = avro_long(len(record_keys)) if len(record_keys) else b""
+    items, _ = encode_records(table, layout)
+    count = avro_long(rows) if rows else b""
     datum = count + items.to_pybytes() + b"\x00"  # one array block, then the end marker
     content = struct.pack(">ii", CONTENT_VERSION, len(datum)) + datum
     return _block(BlockType.DELETE, _data_header(avro_schema_with_meta, instant), content)

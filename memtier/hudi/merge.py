@@ -30,23 +30,32 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
 
-__all__ = ["LogEntry", "MergeSpec", "compact_file_group", "latest_per_key", "merge_file_group"]
+__all__ = ["Deletes", "LogEntry", "MergeSpec", "compact_file_group", "fold_log", "latest_per_key", "merge_file_group"]
 
 
 @dataclass(frozen=True)
 class MergeSpec:
-    """Which column holds the merge key and which the ordering value."""
+    """Which column holds the merge key (None: an append-only table, nothing merges)
+    and which the ordering value."""
 
-    key_column: str
+    key_column: str | None
     ordering_column: str | None
 
 
 @dataclass(frozen=True)
 class LogEntry:
-    """One data block (``records``) or delete block (``deleted_keys``) of a file group."""
+    """One data block (``records``) or delete block (``deleted_keys``) of a file group.
+
+    A delete's ordering value (``deleted_ordering``; null or an integer zero: "in commit
+    order") decides it against a record of the same key as Hudi's ordering does: the
+    greater wins, the later on ties. ``delete_mask`` flags rows of ``records`` that are
+    deletes (table-server rows: their ordering column holds the delete's value).
+    """
 
     records: pa.Table | None = None
     deleted_keys: pa.Array | None = None
+    deleted_ordering: pa.Array | None = None
+    delete_mask: pa.Array | None = None
 
 
 def merge_file_group(
@@ -55,8 +64,11 @@ def merge_file_group(
     """The file group's live rows: ``base`` merged with ``entries`` (in log order).
 
     Tables must share one schema holding ``spec.key_column`` (and the ordering column);
-    the result has that schema. Returns None when there is nothing at all.
+    the result has that schema. Returns None when there is nothing at all. Without a
+    key column every row is kept, base rows first, then the log's in order.
     """
+    if spec.key_column is None:
+        return _appended(base, entries)
     parts = _merge_parts(base, entries, spec)
     if parts is None:
         return base
@@ -78,6 +90,8 @@ def compact_file_group(
     integer key, so is the result. Only the log side is sorted; it is then interleaved
     with the base rows: one gather of base and log rows into the result, no sort of the
     whole slice and no intermediate copy of the base rows kept."""
+    if spec.key_column is None:
+        return _appended(base, entries)
     parts = _merge_parts(base, entries, spec)
     if parts is None:
         return base
@@ -102,21 +116,173 @@ def compact_file_group(
     return pa.concat_tables([base, kept_log]).take(pa.array(order))
 
 
+def _appended(base: pa.Table | None, entries: Sequence[LogEntry]) -> pa.Table | None:
+    """An append-only file group: the base rows, then every log record, in order."""
+    tables = [t for t in [base, *(e.records for e in entries)] if t is not None]
+    if not tables:
+        return None
+    if len(tables) == 1:
+        return tables[0]
+    schema = tables[0].schema
+    return pa.concat_tables([t if t.schema == schema else t.select(schema.names).cast(schema) for t in tables])
+
+
 def _merge_parts(
     base: pa.Table | None, entries: Sequence[LogEntry], spec: MergeSpec
 ) -> tuple[np.ndarray | None, pa.Table | None] | None:
     """(which base rows are kept: a mask, None when there are no base rows; log rows
     kept): the two halves of a merge, or None when there are no log entries."""
     data = [(i, e.records) for i, e in enumerate(entries) if e.records is not None]
-    deletes = [(i, e.deleted_keys) for i, e in enumerate(entries) if e.deleted_keys is not None]
-    if not data and not deletes:
+    if not data and not any(e.deleted_keys is not None for e in entries):
         return None
     key_type = _key_type(base, data, spec)
-    winners = _log_winners(data, deletes, spec)
-    deleted = _deleted_in_buffer(deletes, winners, spec, key_type)
+    if not any(e.deleted_keys is not None or e.delete_mask is not None for e in entries):
+        winners, deletes = _log_winners(data, spec), Deletes()
+    else:
+        winners, deletes = _fold_with_deletes(entries, spec, key_type, _ordering_type(base, data, spec))
     if base is None or base.num_rows == 0:
         return None, winners
-    return _merge_with_base(base, winners, deleted, spec)
+    return _merge_with_base(base, winners, deletes, spec)
+
+
+@dataclass(frozen=True)
+class Deletes:
+    """Keys whose buffered state is a delete: ``always`` (in commit order) remove their
+    base record; ``ordered`` remove it unless its ordering value (``ordering``) is less."""
+
+    always: pa.Array | None = None
+    ordered: pa.Array | None = None
+    ordering: pa.Array | None = None
+
+    def as_change(self) -> tuple[pa.Array, pa.Array | None] | None:
+        """The keys and ordering values (null: commit order) to write in a delete block;
+        None when there are none."""
+        keys = [k for k in (self.always, self.ordered) if k is not None and len(k)]
+        if not keys:
+            return None
+        if self.ordered is None or not len(self.ordered):
+            return pa.concat_arrays(keys), None
+        unordered = [pa.nulls(len(self.always), self.ordering.type)] if self.always is not None else []
+        return pa.concat_arrays(keys), pa.concat_arrays([*unordered, self.ordering])
+
+
+def fold_log(entries: Sequence[LogEntry], spec: MergeSpec) -> tuple[pa.Table | None, Deletes]:
+    """The log entries folded as Hudi folds them: each key's surviving record, and the
+    keys whose surviving state is a delete (what a flush writes: one event per key)."""
+    data = [(i, e.records) for i, e in enumerate(entries) if e.records is not None]
+    return _fold_with_deletes(entries, spec, _key_type(None, data, spec), _ordering_type(None, data, spec))
+
+
+def _ordering_type(base: pa.Table | None, data: list[tuple[int, pa.Table]], spec: MergeSpec) -> pa.DataType | None:
+    if spec.ordering_column is None:
+        return None
+    for table in [base, *(t for _, t in data)]:
+        if table is not None and spec.ordering_column in table.column_names:
+            return table.schema.field(spec.ordering_column).type
+    return None
+
+
+def _zero_ordering(values: pa.Array) -> np.ndarray:
+    """Deletes in commit order: no ordering value, or Hudi's integer zero."""
+    zero = values.is_null().to_numpy(zero_copy_only=False)
+    if pat.is_integer(values.type):
+        zero |= pc.fill_null(pc.equal(values, 0), False).to_numpy(zero_copy_only=False)
+    return zero
+
+
+@dataclass(frozen=True)
+class _Events:
+    """Every record and delete of a log, in log order (position): its key, ordering
+    value (null for a delete without one), whether it deletes, and for a record its row
+    in ``records`` (the log's records, concatenated)."""
+
+    key: pa.Array
+    ordering: pa.Array
+    position: np.ndarray
+    is_delete: np.ndarray
+    row: np.ndarray
+    records: list[pa.Table]
+
+    @classmethod
+    def of(cls, entries: Sequence[LogEntry], spec: MergeSpec, key_type: pa.DataType,
+           ordering_type: pa.DataType | None) -> _Events | None:
+        keys, orderings, positions, deleting, rows, records = [], [], [], [], [], []
+        offset = 0
+        like = ordering_type or pa.int64()
+        for i, entry in enumerate(entries):
+            if entry.records is not None and entry.records.num_rows:
+                n = entry.records.num_rows
+                keys.append(_key_array(entry.records.column(spec.key_column), key_type))
+                orderings.append(_column_or_nulls(entry.records, spec.ordering_column, like, n))
+                mask = entry.delete_mask
+                deleting.append(np.zeros(n, bool) if mask is None else mask.to_numpy(zero_copy_only=False))
+                positions.append(_positions(i, n))
+                rows.append(np.arange(offset, offset + n))
+                records.append(entry.records)
+                offset += n
+            if entry.deleted_keys is not None and len(entry.deleted_keys):
+                n = len(entry.deleted_keys)
+                keys.append(_key_array(entry.deleted_keys, key_type))
+                given = entry.deleted_ordering
+                orderings.append(pa.nulls(n, like) if given is None or ordering_type is None
+                                 else _key_array(given, ordering_type))
+                deleting.append(np.ones(n, bool))
+                positions.append(_positions(i, n))
+                rows.append(np.full(n, -1))
+        if not keys:
+            return None
+        return cls(pa.concat_arrays(keys), pa.concat_arrays(orderings), np.concatenate(positions),
+                   np.concatenate(deleting), np.concatenate(rows), records)
+
+    def after(self, keep: np.ndarray) -> _Events:
+        mask = pa.array(keep)
+        return _Events(self.key.filter(mask), self.ordering.filter(mask), self.position[keep],
+                       self.is_delete[keep], self.row[keep], self.records)
+
+
+def _fold_with_deletes(
+    entries: Sequence[LogEntry], spec: MergeSpec, key_type: pa.DataType, ordering_type: pa.DataType | None
+) -> tuple[pa.Table | None, Deletes]:
+    """Hudi's log fold with deletes, vectorized: a delete in commit order ends every
+    earlier version of its key; after the last such delete of a key, its record or
+    ordered delete of the greatest ordering value wins (the later on ties)."""
+    events = _Events.of(entries, spec, key_type, ordering_type)
+    if events is None:
+        return None, Deletes()
+    ordered = spec.ordering_column is not None
+    zero = events.is_delete & (_zero_ordering(events.ordering) if ordered else True)
+    always = None
+    if zero.any():  # only what follows a key's last delete in commit order counts
+        last = pa.table({"k": events.key.filter(pa.array(zero)), "p": pa.array(events.position[zero])})
+        last = last.group_by("k").aggregate([("p", "max")])
+        always = last.column("k").combine_chunks()
+        idx = pc.index_in(events.key, value_set=always)
+        valid = idx.is_valid().to_numpy(zero_copy_only=False)
+        cut = np.full(len(events.key), -1, np.int64)
+        cut[valid] = last.column("p_max").to_numpy()[idx.to_numpy(zero_copy_only=False)[valid].astype(np.int64)]
+        events = events.after(events.position > cut)
+    order = latest_per_key(events.key, events.ordering if ordered else None, events.position) if len(
+        events.key) else None
+    chosen = np.arange(len(events.key)) if order is None else order
+    won_delete = events.is_delete[chosen]
+    winners = None
+    data_rows = events.row[chosen[~won_delete]]
+    if len(data_rows):
+        log = pa.concat_tables(events.records, promote_options="permissive") if len(
+            events.records) > 1 else events.records[0]
+        winners = log.take(pa.array(data_rows))
+    if always is not None and len(chosen):  # a later version took over
+        always = always.filter(pc.invert(pc.is_in(always, value_set=events.key.take(pa.array(chosen)))))
+    deleted = pa.array(chosen[won_delete], pa.int64())
+    if not len(deleted):
+        return winners, Deletes(always)
+    return winners, Deletes(always, events.key.take(deleted), events.ordering.take(deleted))
+
+
+def _column_or_nulls(table: pa.Table, name: str | None, like: pa.DataType, rows: int) -> pa.Array:
+    if name is None or name not in table.column_names:
+        return pa.nulls(rows, like)
+    return _key_array(table.column(name), like)
 
 
 def _key_type(base: pa.Table | None, data: list[tuple[int, pa.Table]], spec: MergeSpec) -> pa.DataType:
@@ -132,18 +298,15 @@ def _positions(entry_index: int, rows: int) -> np.ndarray:
 
 
 def _key_array(keys: pa.Array | pa.ChunkedArray, like: pa.DataType) -> pa.Array:
-    """Delete keys arrive as record-key strings; integer-keyed merges compare integers."""
+    """``keys`` as one array of type ``like``: delete keys arrive as record-key strings
+    (integer-keyed merges compare integers), their ordering values as the block held them."""
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
     return keys if keys.type == like else keys.cast(like)
 
 
-def _log_winners(
-    data: list[tuple[int, pa.Table]],
-    deletes: list[tuple[int, pa.Array]],
-    spec: MergeSpec,
-) -> pa.Table | None:
-    """For each key in the logs, its surviving version (after the key's last delete)."""
+def _log_winners(data: list[tuple[int, pa.Table]], spec: MergeSpec) -> pa.Table | None:
+    """For each key in the logs (no deletes among them), its surviving version."""
     if not data:
         return None
     tables = [t for _, t in data]
@@ -152,23 +315,6 @@ def _log_winners(
         return None
     positions = np.concatenate([_positions(i, t.num_rows) for i, t in data])
     keys = log.column(spec.key_column).combine_chunks()
-    if deletes:
-        last_delete = _last_delete_positions(deletes, keys.type)
-        if last_delete is not None:
-            delete_keys, delete_pos = last_delete
-            idx = pc.index_in(keys, value_set=delete_keys)
-            valid = idx.is_valid().to_numpy(zero_copy_only=False)
-            after = np.ones(len(keys), dtype=bool)
-            if valid.any():
-                hit = idx.to_numpy(zero_copy_only=False)
-                rows = np.flatnonzero(valid)
-                after[rows] = positions[rows] > delete_pos[hit[rows].astype(np.int64)]
-            if not after.all():
-                log = log.filter(pa.array(after))
-                positions = positions[after]
-                keys = log.column(spec.key_column).combine_chunks()
-    if log.num_rows == 0:
-        return None
     order = latest_per_key(keys, _ordering(log, spec), positions)
     return log if order is None else log.take(pa.array(order))
 
@@ -201,35 +347,6 @@ def latest_per_key(
     return order.to_numpy()[last_of_run]
 
 
-def _last_delete_positions(
-    deletes: list[tuple[int, pa.Array]], key_type: pa.DataType
-) -> tuple[pa.Array, np.ndarray] | None:
-    """Distinct deleted keys and the log position of each key's last delete."""
-    arrays = [_key_array(k, key_type) for _, k in deletes if len(k)]
-    if not arrays:
-        return None
-    keys = pa.concat_arrays(arrays)
-    positions = np.concatenate([_positions(i, len(k)) for i, k in deletes if len(k)])
-    grouped = (
-        pa.table({"k": keys, "p": pa.array(positions)}).group_by("k").aggregate([("p", "max")])
-    )
-    return grouped.column("k").combine_chunks(), grouped.column("p_max").to_numpy()
-
-
-def _deleted_in_buffer(
-    deletes: list[tuple[int, pa.Array]], winners: pa.Table | None, spec: MergeSpec, key_type: pa.DataType
-) -> pa.Array | None:
-    """Keys whose buffered state is a delete: deleted, with no record surviving after."""
-    arrays = [_key_array(k, key_type) for _, k in deletes if len(k)]
-    if not arrays:
-        return None
-    deleted = pc.unique(pa.concat_arrays(arrays))
-    if winners is None or winners.num_rows == 0:
-        return deleted
-    survivors = winners.column(spec.key_column).combine_chunks()
-    return deleted.filter(pc.invert(pc.is_in(deleted, value_set=survivors)))
-
-
 def _sorted_integer_keys(keys: pa.Array) -> np.ndarray | None:
     """The keys as numpy when they are integers in strictly increasing order."""
     if not pat.is_integer(keys.type) or keys.null_count:
@@ -258,15 +375,24 @@ def _find_in_base(base_keys: pa.Array, probe: pa.Array) -> tuple[np.ndarray, np.
 
 
 def _merge_with_base(
-    base: pa.Table, winners: pa.Table | None, deleted: pa.Array | None, spec: MergeSpec
+    base: pa.Table, winners: pa.Table | None, deletes: Deletes, spec: MergeSpec
 ) -> tuple[np.ndarray, pa.Table | None]:
-    """Hudi's final merge: buffered deletes remove base rows; a buffered record replaces
-    its base row unless the base row's ordering value is strictly greater. Returns which
-    base rows are kept (a mask) and the log rows kept."""
+    """Hudi's final merge: buffered deletes remove base rows (an ordered one unless the
+    base row's ordering value is greater); a buffered record replaces its base row
+    unless the base row's ordering value is strictly greater. Returns which base rows
+    are kept (a mask) and the log rows kept."""
     base_keys = base.column(spec.key_column).combine_chunks()
     keep_base = np.ones(base.num_rows, dtype=bool)
-    if deleted is not None and len(deleted):
-        _, rows = _find_in_base(base_keys, deleted)
+    if deletes.always is not None and len(deletes.always):
+        _, rows = _find_in_base(base_keys, deletes.always)
+        keep_base[rows] = False
+    if deletes.ordered is not None and len(deletes.ordered):
+        found, rows = _find_in_base(base_keys, deletes.ordered)
+        if len(found) and spec.ordering_column is not None:
+            base_ord = base.column(spec.ordering_column).take(pa.array(rows))
+            delete_ord = deletes.ordering.take(pa.array(found)).cast(base_ord.type)
+            base_wins = pc.fill_null(pc.greater(base_ord, delete_ord), False).to_numpy(zero_copy_only=False)
+            rows = rows[~base_wins]
         keep_base[rows] = False
     if winners is None or winners.num_rows == 0:
         return keep_base, None

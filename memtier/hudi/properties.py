@@ -370,7 +370,9 @@ class TableConfig:
     ) -> TableConfig:
         """The config memtier creates: table version 6, layout 1, hive-style partitions,
         DefaultHoodieRecordPayload with the event-time merger, UTC timeline, Parquet base
-        files, a bucket index when ``buckets`` is set."""
+        files, a bucket index when ``buckets`` is set. Without record-key fields (an
+        append-only table) ``buckets`` is the file groups per partition and readers are
+        told to append, not merge."""
         if not isinstance(name, str) or not _TABLE_NAME_RE.fullmatch(name):
             raise InvalidArgumentError(
                 f"table name {name!r} must be letters, digits and _ (not starting with a digit)"
@@ -386,10 +388,6 @@ class TableConfig:
         if buckets is not None:
             if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 1:
                 raise InvalidArgumentError(f"buckets must be a positive int, got {buckets!r}")
-            if not keys:
-                raise InvalidArgumentError(
-                    "a bucket index hashes record keys: give record_key_fields"
-                )
         if log_block_format not in _LOG_BLOCK_FORMATS:
             raise InvalidArgumentError(
                 f"log_block_format {log_block_format!r} must be one of {_LOG_BLOCK_FORMATS}"
@@ -449,11 +447,9 @@ class TableConfig:
             CREATE_SCHEMA: self.create_schema,
         }
         if self.buckets is not None:
-            optional.update({
-                INDEX_TYPE: "BUCKET",
-                BUCKETS: str(self.buckets),
-                BUCKET_HASH_FIELD: ",".join(self.record_key_fields),
-            })
+            optional[BUCKETS] = str(self.buckets)
+            if self.record_key_fields:
+                optional.update({INDEX_TYPE: "BUCKET", BUCKET_HASH_FIELD: ",".join(self.record_key_fields)})
         props.update({k: v for k, v in optional.items() if v})
         return props
 

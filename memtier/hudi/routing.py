@@ -3,20 +3,22 @@ de-duplicated change per (partition, bucket), exactly as a Hudi bucket-index wri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memtier.errors import InvalidArgumentError
 from memtier.hudi.filegroup import FileGroupChange
 from memtier.hudi.filenames import bucket_file_id
 from memtier.hudi.keys import KeyColumns, partition_paths
 from memtier.hudi.merge import latest_per_key
 from memtier.hudi.tablemeta import TableMeta
 
-__all__ = ["Located", "all_unique", "keep_latest", "locate", "route"]
+__all__ = ["Located", "all_unique", "keep_latest", "locate", "producer_bucket", "route", "spread"]
 
 
 def _partition_codes(meta: TableMeta, table: pa.Table) -> tuple[np.ndarray, list[str]]:
@@ -88,6 +90,29 @@ def locate(meta: TableMeta, table: pa.Table, *, integer_keys: bool = True) -> Lo
     return Located(key_columns.record_keys(), values, groups)
 
 
+def producer_bucket(producer_id: bytes, sequence: int, buckets: int) -> int:
+    """The bucket an append-only table's write goes to: each producer's writes rotate
+    over the buckets (so each takes an equal share of the load), and a retried write
+    (same producer, same sequence) goes where the first attempt went."""
+    return (zlib.crc32(producer_id) + sequence) % buckets
+
+
+def spread(meta: TableMeta, table: pa.Table, buckets: Sequence[int] | None = None) -> list[tuple[str, int, np.ndarray]]:
+    """(partition, bucket, row indices) of an append-only table's rows: each partition's
+    rows in equal runs over ``buckets`` (all by default): by load, with no key to hash."""
+    buckets = list(range(meta.require_bucket_index())) if buckets is None else list(buckets)
+    codes, partitions = _partition_codes(meta, table)
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]]) if len(order) else []
+    groups = []
+    for a, b in zip(starts, np.r_[starts[1:], len(order)], strict=True):
+        runs = np.array_split(order[a:b], min(len(buckets), b - a))
+        for bucket, rows in zip(buckets, runs, strict=False):
+            groups.append((partitions[int(sorted_codes[a])], bucket, rows))
+    return groups
+
+
 def keep_latest(
     table: pa.Table,
     keys: pa.Array,
@@ -125,6 +150,14 @@ def route(
     there. Upserts keep one row per key (:func:`keep_latest`); rows for a new file group
     (its base file) are sorted by key when the key is one integer column.
     """
+    if meta.keyless:
+        if deletes:
+            raise InvalidArgumentError(f"table {meta.config.name} is append-only: it has no record key to delete by")
+        return [
+            FileGroupChange(partition, existing.get((partition, bucket)) or bucket_file_id(bucket),
+                            upserts=table.take(pa.array(rows)))
+            for partition, bucket, rows in spread(meta, table)
+        ]
     located = locate(meta, table, integer_keys=not deletes)
     unique = deletes or all_unique(located.keys, located.integer_keys)
     ordering = meta.merge_spec.ordering_column

@@ -62,11 +62,12 @@ def _is_partition_type(t: pa.DataType) -> bool:
 
 def validate_table_schema(
     schema: pa.Schema,
-    record_key: Sequence[str],
+    record_key: Sequence[str] | None,
     ordering_field: str | None,
     partition_fields: Sequence[str],
 ) -> None:
-    """Refuse a table definition memtier cannot write correctly, naming what is wrong."""
+    """Refuse a table definition memtier cannot write correctly, naming what is wrong
+    (``record_key`` None: an append-only table, with no record-key columns)."""
     if not isinstance(schema, pa.Schema):
         raise InvalidArgumentError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
     if len(schema) == 0:
@@ -78,8 +79,10 @@ def validate_table_schema(
     reserved = [n for n in names if n in META_FIELDS]
     if reserved:
         raise SchemaMismatchError(f"columns {reserved} are reserved for Hudi meta fields")
-    if not record_key:
-        raise InvalidArgumentError("record_key must name at least one column")
+    if record_key is None:  # append-only: Hudi generates the record keys
+        record_key = ()
+    elif not record_key:
+        raise InvalidArgumentError("record_key must name at least one column (or be None: append-only)")
 
     def check(role: str, columns: Sequence[str], type_ok: Any, what: str) -> None:
         for column in columns:

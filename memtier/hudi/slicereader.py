@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from functools import partial
@@ -106,8 +107,11 @@ def read_log_entries(
             records = _with_record_keys(records, meta).select(list(columns))
             tagged.append((instant, LogEntry(records=records)))
         elif block.block_type == BlockType.DELETE:
-            keys = read_delete_block(block).column("record_key")
-            tagged.append((instant, LogEntry(deleted_keys=keys.combine_chunks())))
+            deletes = read_delete_block(block)
+            tagged.append((instant, LogEntry(
+                deleted_keys=deletes.column("record_key").combine_chunks(),
+                deleted_ordering=deletes.column("ordering_val").combine_chunks(),
+            )))
     return [entry for _, entry in tagged]
 
 
@@ -157,4 +161,10 @@ def read_slice(
 def _filtered(entry: LogEntry, key_filter: pc.Expression) -> LogEntry:
     if entry.records is None:
         return entry
-    return LogEntry(records=entry.records.filter(key_filter), deleted_keys=entry.deleted_keys)
+    if entry.delete_mask is not None:
+        mask_table = entry.records.append_column("__mask", entry.delete_mask).filter(key_filter)
+        return dataclasses.replace(
+            entry, records=mask_table.drop_columns(["__mask"]),
+            delete_mask=mask_table.column("__mask").combine_chunks(),
+        )
+    return dataclasses.replace(entry, records=entry.records.filter(key_filter))

@@ -56,7 +56,7 @@ class HudiTable:
         cls,
         path: str,
         schema: pa.Schema,
-        record_key: str | Sequence[str],
+        record_key: str | Sequence[str] | None,
         ordering_field: str | None = None,
         partition_fields: str | Sequence[str] | None = None,
         buckets: int = 4,
@@ -69,14 +69,16 @@ class HudiTable:
         """Create an empty table; :class:`TableExistsError` if one is already at ``path``.
 
         ``buckets`` fixes the bucket index (a Hudi Spark writer must use the same count);
-        ``log_block_format`` is ``"avro"`` (readable by every Hudi reader, Trino's
+        ``record_key=None`` makes an append-only table: no merge by key, record keys
+        generated as Hudi 0.14+ generates them, ``buckets`` file groups per partition
+        filled by load. ``log_block_format`` is ``"avro"`` (readable by every Hudi reader, Trino's
         log-merging connector included) or ``"parquet"``.
         """
         if table_type not in TABLE_TYPES:
             raise InvalidArgumentError(f"table_type must be one of {TABLE_TYPES}, got {table_type!r}")
         keys = _names(record_key, "record_key")
         partitions = _names(partition_fields, "partition_fields")
-        validate_table_schema(schema, keys, ordering_field, partitions)
+        validate_table_schema(schema, None if record_key is None else keys, ordering_field, partitions)
         io = open_fileio(path, storage_options)
         table_name = name or _default_name(path)
         config = TableConfig.new(
@@ -134,7 +136,8 @@ class HudiTable:
         """Write a batch (pyarrow Table/RecordBatch or pandas DataFrame) as one instant.
 
         ``operation``: ``"upsert"`` (default), ``"insert"`` (same routing; recorded as an
-        insert) or ``"delete"`` (needs only the key and partition columns). Rows sharing a
+        insert) or ``"delete"`` (needs only the key and partition columns; with the
+        ordering column, each delete loses to a version of its key with a greater one). Rows sharing a
         key keep the greatest ordering value. Returns the instant, or None if nothing was
         written. A rejected batch leaves the timeline untouched.
         """

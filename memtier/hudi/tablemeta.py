@@ -82,11 +82,18 @@ class TableMeta:
                 return fields[0]
         return None
 
+    @property
+    def keyless(self) -> bool:
+        """An append-only table: no record-key columns, Hudi-generated record keys."""
+        return not self.config.record_key_fields
+
     @cached_property
     def merge_spec(self) -> MergeSpec:
         ordering = self.config.ordering_field
         if ordering is not None and ordering not in self.physical.names:
             ordering = None
+        if self.keyless:
+            return MergeSpec(None, ordering)
         return MergeSpec(self.integer_key or RECORD_KEY, ordering)
 
     @property

@@ -193,7 +193,7 @@ class Master:
         self,
         name: str,
         schema: pa.Schema,
-        record_key: str | Sequence[str],
+        record_key: str | Sequence[str] | None,
         *,
         ordering_field: str | None = None,
         partition_fields: str | Sequence[str] | None = None,

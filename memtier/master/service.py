@@ -105,7 +105,7 @@ class MasterProxy(Proxy):
 
     # catalog
     def create_table(
-        self, name: str, schema: pa.Schema, record_key: str | Sequence[str], *,
+        self, name: str, schema: pa.Schema, record_key: str | Sequence[str] | None, *,
         ordering_field: str | None = None, partition_fields: str | Sequence[str] | None = None,
         buckets: int = 4, table_type: str = "MERGE_ON_READ", path: str | None = None,
         storage_options: Mapping[str, str] | None = None, log_block_format: str = "avro",

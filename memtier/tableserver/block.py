@@ -18,10 +18,12 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from memtier.errors import WalWriteFailedError
+from memtier.hudi.deletes import DELETE_FLAG, flagged_schema
 from memtier.io import FileIO
 from memtier.master.state import TxnSnapshot
 from memtier.wal import PendingAppend, WalHeader, WalStream, read_wal, write_block_file
@@ -99,10 +101,7 @@ class Block:
     @classmethod
     def recovered(cls, fileio: FileIO, contents: WalContents) -> Block:
         """A block rebuilt from its block file (sealed)."""
-        frames = [
-            Frame(f.txn_id, f.producer_id, f.producer_seq, f.batch) for f in contents.frames
-        ]
-        return cls(contents.header, contents.path, fileio, stream=None, frames=frames, sealed=True)
+        return cls(contents.header, contents.path, fileio, stream=None, frames=_frames(contents), sealed=True)
 
     @property
     def block_id(self) -> int:
@@ -207,8 +206,7 @@ class Block:
             frames = None if self._frames is None else list(self._frames)
         if frames is not None:
             return [f for f in frames if f.ack is None or f.ack.durable()]
-        contents = read_wal(self._fileio, self.path)
-        return [Frame(f.txn_id, f.producer_id, f.producer_seq, f.batch) for f in contents.frames]
+        return _frames(read_wal(self._fileio, self.path))
 
     def reload(self) -> int:
         """Bring an evicted block back into memory; returns the bytes it now holds."""
@@ -223,3 +221,18 @@ class Block:
         """Every transaction in the block is committed or aborted (it may flush)."""
         with self._lock:
             return all(snapshot.resolved(t) for t in self._txns)
+
+
+def _frames(contents: WalContents) -> list[Frame]:
+    """The frames of a WAL, every batch with the delete flag (WAL files written before
+    deletes existed have none: their rows are upserts)."""
+    frames = []
+    for f in contents.frames:
+        batch = f.batch
+        if DELETE_FLAG not in batch.schema.names:
+            batch = pa.RecordBatch.from_arrays(
+                [*batch.columns, pa.array(np.zeros(batch.num_rows, dtype=bool))],
+                schema=flagged_schema(batch.schema),
+            )
+        frames.append(Frame(f.txn_id, f.producer_id, f.producer_seq, batch))
+    return frames

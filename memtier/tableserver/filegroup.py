@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from memtier.hudi.deletes import flagged_schema
 from memtier.io import FileIO, join
 from memtier.tableserver.block import Block, Frame
 from memtier.wal import GroupCommitter, WalFileName, WalHeader, WalStream, WalWriter, recover
+from memtier.wal.format import check_schema
 from memtier.wal.storage import WalEntry
 
 __all__ = ["FileGroup", "FileGroupKey"]
@@ -66,7 +68,9 @@ class FileGroup:
         unflushed ones."""
         unflushed = []
         for entry in sorted(entries, key=lambda e: e.name.block_id):
-            recovered = recover(self._fileio, entry.path, schema=self.schema)
+            recovered = recover(self._fileio, entry.path)
+            check_schema(self.schema, flagged_schema(recovered.contents.header.schema),
+                         f"the schema of WAL {entry.path}", "the table's schema")
             if not recovered.contents.sealed:  # its writer is gone: close the block on disk too
                 WalWriter.resume(self._fileio, recovered.contents, self._committer).seal()
             block = Block.recovered(self._fileio, recovered.contents)

@@ -17,12 +17,16 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from memtier.errors import CommitFailedError
+from memtier.hudi.basefile import sort_by_key
+from memtier.hudi.deletes import DELETE_FLAG
 from memtier.hudi.filegroup import FileGroupChange, FileGroupPlan
 from memtier.hudi.fsview import FileSystemView
+from memtier.hudi.merge import LogEntry, MergeSpec, fold_log
 from memtier.hudi.routing import all_unique, keep_latest, locate
-from memtier.hudi.tablemeta import TableMeta
+from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
 from memtier.hudi.timeline import Timeline
 from memtier.hudi.writer import ensure_partition_metadata, plan_changes, planned_metadata, write_files
 
@@ -32,7 +36,8 @@ __all__ = ["FlushGroup", "FlushJob", "Planned"]
 @dataclass(frozen=True)
 class FlushGroup:
     """One file group of a flush; ``new`` when the table has no file group for its bucket
-    yet (its rows then become a base file, sorted by key)."""
+    yet (its rows then become a base file, sorted by key, unless ordered deletes among
+    them make it start with a log file)."""
 
     partition: str
     file_id: str
@@ -50,19 +55,39 @@ class Planned:
 
 
 def _change(meta: TableMeta, group: FlushGroup, rows: pa.Table) -> FileGroupChange | None:
-    """The rows, one per key (later writes winning as Hudi's pre-combine does), sorted by
-    key for a new file group's base file."""
+    """The rows (delete flags last), one event per key (later writes winning as Hudi's
+    pre-combine does, deletes included), the upserts sorted by key for a new file
+    group's base file. An append-only table's rows are all kept."""
     if rows.num_rows == 0:
         return None
+    flags = rows.column(DELETE_FLAG).combine_chunks()
+    if DELETE_FLAG not in meta.physical.names:
+        rows = rows.drop_columns([DELETE_FLAG])
+    if meta.keyless:  # record keys are generated as the files are written
+        return FileGroupChange(group.partition, group.file_id, upserts=rows)
     located = locate(meta, rows)
-    order = keep_latest(
-        rows, located.keys, located.integer_keys, meta.merge_spec.ordering_column,
-        np.arange(rows.num_rows), unique=all_unique(located.keys, located.integer_keys),
-        sort=group.new,
+    if not pc.any(flags).as_py():
+        order = keep_latest(
+            rows, located.keys, located.integer_keys, meta.merge_spec.ordering_column,
+            np.arange(rows.num_rows), unique=all_unique(located.keys, located.integer_keys),
+            sort=group.new,
+        )
+        chosen = pa.array(order)
+        return FileGroupChange(group.partition, group.file_id, upserts=rows.take(chosen),
+                               record_keys=located.keys.take(chosen))
+    spec = MergeSpec(RECORD_KEY, meta.merge_spec.ordering_column)
+    keyed = rows.append_column(RECORD_KEY, located.keys)
+    winners, deletes = fold_log([LogEntry(records=keyed, delete_mask=flags)], spec)
+    if winners is not None and group.new and meta.integer_key is not None:
+        winners = sort_by_key(winners, meta.integer_key)
+    deleted = deletes.as_change()
+    return FileGroupChange(
+        group.partition, group.file_id,
+        upserts=winners.drop_columns([RECORD_KEY]) if winners is not None else None,
+        record_keys=winners.column(RECORD_KEY).combine_chunks() if winners is not None else None,
+        deleted_keys=deleted[0] if deleted is not None else None,
+        deleted_ordering=deleted[1] if deleted is not None else None,
     )
-    chosen = pa.array(order)
-    return FileGroupChange(group.partition, group.file_id, upserts=rows.take(chosen),
-                           record_keys=located.keys.take(chosen))
 
 
 class FlushJob:

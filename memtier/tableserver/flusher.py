@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from memtier.errors import CommitFailedError, MemtierError
+from memtier.hudi.deletes import flagged_schema
 from memtier.hudi.tablemeta import TableMeta
 from memtier.io import open_fileio
 from memtier.rpc.codec import dumps, error_from_wire, error_to_wire, loads
@@ -211,7 +212,7 @@ def serve(requests: Connection, replies: Connection) -> None:
                 groups = [FlushGroup(p, f, bool(n)) for p, f, n in header["groups"]]
                 tables = [pa.ipc.open_stream(pa.py_buffer(requests.recv_bytes())).read_all() for _ in groups]
                 meta = metas.get(header["path"])
-                if meta is None or any(t.schema != meta.physical for t in tables):
+                if meta is None or any(t.schema != flagged_schema(meta.physical) for t in tables):
                     io = open_fileio(header["path"], header["storage_options"] or None)
                     meta = metas[header["path"]] = TableMeta.load(io, header["path"])
                 job = FlushJob(meta, header["instant"], groups, tables)

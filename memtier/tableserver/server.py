@@ -29,12 +29,13 @@ from memtier.errors import (
     RpcError,
     TransactionError,
 )
+from memtier.hudi.deletes import DELETE_FLAG, flagged_schema, prepare_write
 from memtier.hudi.filenames import bucket_file_id, bucket_or_none
 from memtier.hudi.filters import Filter, pinned_values, to_expression, validate
 from memtier.hudi.fsview import FileSystemView, pending_clustering
 from memtier.hudi.keys import KeyColumns
-from memtier.hudi.routing import locate
-from memtier.hudi.schema import check_ordering_not_null, conform, to_table
+from memtier.hudi.routing import locate, producer_bucket, spread
+from memtier.hudi.schema import conform, to_table
 from memtier.hudi.tablemeta import TableMeta
 from memtier.io import FileIO, join, open_fileio, parent, relpath
 from memtier.latency import LatencyWindow
@@ -61,7 +62,7 @@ from memtier.wal import (
 from memtier.wal.format import FramePayload, frame_payload
 from memtier.wal.storage import WalEntry
 
-__all__ = ["FILE_ID_COLUMN", "PARTITION_COLUMN", "TableServer", "WriteAck"]
+__all__ = ["DELETE_FLAG", "FILE_ID_COLUMN", "PARTITION_COLUMN", "TableServer", "WriteAck"]
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +288,7 @@ class TableServer:
             self._wal_root, t.name
         )
         return FileGroup(
-            t.name, key, t.meta.physical, wal_dir, self._wal_io, self._committer, t.stream,
+            t.name, key, flagged_schema(t.meta.physical), wal_dir, self._wal_io, self._committer, t.stream,
             self._files, clock=self._clock,
         )
 
@@ -319,10 +320,12 @@ class TableServer:
             return WriteAck(0, 0, 0, 0)
         self._check_txn(txn_id)
         meta = t.meta
-        logical = _conformed(batch, meta.schema)
-        check_ordering_not_null(logical, meta.config.ordering_field)
-        physical = _conformed(logical, meta.physical)
-        groups = _file_group_rows(meta, physical)
+        logical = prepare_write(
+            batch, meta.schema, key_fields=meta.config.record_key_fields,
+            partition_fields=meta.config.partition_fields, ordering_field=meta.config.ordering_field,
+        )
+        physical = _conformed(logical, flagged_schema(meta.physical))
+        groups = _file_group_rows(meta, physical, producer_bucket(producer_id, producer_seq, meta.config.buckets or 1))
         foreign = sorted({b for _, b, _ in groups} - t.owned)
         if foreign:
             raise NotOwnerError(
@@ -367,7 +370,7 @@ class TableServer:
             for i, (key, _) in enumerate(pieces):
                 if groups[i] is None:
                     groups[i] = t.groups[key] = self._new_group(t, key)
-        schema = t.meta.physical
+        schema = flagged_schema(t.meta.physical)
         payloads = [frame_payload(schema, batch) for _, batch in pieces]
         pending: PendingAppend | None = None
         rows = added = 0
@@ -494,15 +497,18 @@ class TableServer:
     ) -> pa.Table:
         """Rows of this server's blocks that the Hudi table lacks as of ``as_of_instant``
         (None: a table with no commits), in write order per file group, with the file
-        group in two extra columns. Rows of transactions the ``snapshot`` says are
-        aborted are left out, and with ``committed_only`` those not committed in it.
-        ``key_filters`` (on record-key columns only) keep the rows of the keys they pass."""
+        group in two extra columns, and the delete flag of each row (:data:`DELETE_FLAG`).
+        Rows of transactions the ``snapshot`` says are aborted are left out, and with
+        ``committed_only`` those not committed in it. ``key_filters`` (on record-key
+        columns only) keep the rows of the keys they pass."""
         t = self._table(table)
         checked = validate(key_filters, t.meta.config.record_key_fields)
         pinned = pinned_values(checked)  # frames holding none of them are skipped
         wanted = set(buckets) if buckets is not None else None
-        names = list(columns) if columns is not None else t.meta.physical.names
-        schema = pa.schema([t.meta.physical.field(n) for n in names])
+        stored = flagged_schema(t.meta.physical)
+        names = list(columns) if columns is not None else list(t.meta.physical.names)
+        names = names if DELETE_FLAG in names else [*names, DELETE_FLAG]
+        schema = pa.schema([stored.field(n) for n in names])
         batches, partitions, file_ids = [], [], []
         for key in sorted(t.groups):
             if wanted is not None and bucket_or_none(key.file_id) not in wanted:
@@ -662,11 +668,12 @@ class TableServer:
     def _rows(
         self, t: _Table, group: FileGroup, blocks: list[Block], snapshot: TxnSnapshot
     ) -> tuple[FlushGroup, pa.Table]:
-        """The blocks' committed rows in write order (read back from the WAL if evicted)."""
+        """The blocks' committed rows in write order (read back from the WAL if evicted),
+        delete flags included."""
         batches = [f.batch for b in blocks for f in b.frames() if snapshot.committed(f.txn_id)]
         new = (group.key.partition, bucket_or_none(group.key.file_id)) not in t.file_ids
         return (FlushGroup(group.key.partition, group.key.file_id, new),
-                pa.Table.from_batches(batches, schema=t.meta.physical))
+                pa.Table.from_batches(batches, schema=group.schema))
 
     def _commit_flush(
         self, t: _Table, work: list[tuple[FlushGroup, pa.Table]], flushed: list[FlushedBlock]
@@ -763,10 +770,17 @@ def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return table if table.schema.equals(schema, check_metadata=True) else conform(table, schema)
 
 
-def _file_group_rows(meta: TableMeta, table: pa.Table) -> tuple[tuple[str, int, np.ndarray | None], ...]:
+def _file_group_rows(
+    meta: TableMeta, table: pa.Table, keyless_bucket: int
+) -> tuple[tuple[str, int, np.ndarray | None], ...]:
     """(partition, bucket, row indices) of each file group ``table`` touches; None for
     the indices when one file group takes every row in order (one bucket, no partitions:
-    no key hashing, no copy). Bad record keys are refused either way."""
+    no key hashing, no copy). Bad record keys are refused either way. An append-only
+    table's rows all go to ``keyless_bucket`` (of each partition)."""
+    if meta.keyless:
+        if not meta.config.partition_fields:
+            return (("", keyless_bucket, None),)
+        return tuple(spread(meta, table, [keyless_bucket]))
     if meta.config.buckets == 1 and not meta.config.partition_fields:
         KeyColumns.of(table, meta.config.record_key_fields)
         return (("", 0, None),)

@@ -37,6 +37,8 @@ RUNS = {
                "--threads", "2", "--buckets", "1,2", "--rounds", "1", "--paced-seconds", "0.5",
                "--budget", "1MB", "--budget-factor", "2", "--drain-seconds", "30",
                "--peer-batches", "2", "--visible-batches", "2"],
+    "write_kinds": ["-m", "bench.write_kinds", "--batches", "3", "--rows-per-batch", "1000",
+                    "--buckets", "2", "--rounds", "1"],
 }
 
 

@@ -131,8 +131,9 @@ def test_the_fixture_writes_reach_the_wal(cluster: InProcessCluster | RpcCluster
         lambda c: c.flush("nope"),
         lambda c: c.transaction("nope").__enter__(),
         lambda c: c.drop_table("nope", purge=True),
+        lambda c: c.delete("nope", [1]),
     ],
-    ids=["write", "read", "lookup", "flush", "begin", "drop"],
+    ids=["write", "read", "lookup", "flush", "begin", "drop", "delete"],
 )
 def test_unknown_table(cluster, client: Client, operation) -> None:
     with nothing_applied(cluster, client), pytest.raises(TableNotFoundError, match="no table named 'nope'"):
@@ -167,6 +168,43 @@ def test_null_ordering_value(cluster, client: Client) -> None:
         InvalidRowError, match="ordering column 'ts' is null at row 2"
     ):
         client.write("t", batch(ids, ts=[1, 1, None]))
+
+
+@pytest.mark.parametrize(
+    ("keys", "error", "problem"),
+    [
+        ({"id": ["x"], "region": ["r0"]}, SchemaMismatchError, r"column 'id' has type string, the table expects int64"),
+        ({"id": [1, None], "region": ["r1", "r0"]}, InvalidRecordKeyError, "record key column 'id' is null in row 1"),
+        ([1, 2], InvalidArgumentError, r"needs the record-key and partition columns; the keys lack \['region'\]"),
+        ({"region": ["r0"]}, InvalidArgumentError, r"the keys lack \['id'\]"),
+    ],
+    ids=["wrong-key-type", "null-key", "no-partition-column", "no-key-column"],
+)
+def test_bad_deletes(cluster, client: Client, keys: Any, error: type, problem: str) -> None:
+    client.write("t", batch([1, 2]))
+    with nothing_applied(cluster, client), pytest.raises(error, match=problem):
+        client.delete("t", keys)
+
+
+@pytest.mark.parametrize(
+    ("flags", "problem"),
+    [
+        (pa.array([1, 0], pa.int64()), r"column '_hoodie_is_deleted' has type int64; it must be boolean"),
+        (pa.array(["true", "false"]), r"column '_hoodie_is_deleted' has type string; it must be boolean"),
+    ],
+    ids=["integer", "string"],
+)
+def test_a_delete_flag_that_is_not_boolean(cluster, client: Client, flags: pa.Array, problem: str) -> None:
+    with nothing_applied(cluster, client), pytest.raises(SchemaMismatchError, match=problem):
+        client.write("t", batch([1, 2]).append_column("_hoodie_is_deleted", flags))
+
+
+def test_a_flagged_batch_with_a_bad_upsert_row_deletes_nothing(cluster, client: Client) -> None:
+    """Deleted rows may leave their ordering value out; the rows that stay upserts may not."""
+    client.write("t", batch([1, 2]))
+    flagged = batch([1, 2], ts=[None, None]).append_column("_hoodie_is_deleted", pa.array([True, False]))
+    with nothing_applied(cluster, client), pytest.raises(InvalidRowError, match="ordering column 'ts' is null"):
+        client.write("t", flagged)
 
 
 def test_a_batch_larger_than_the_limit(cluster, client: Client) -> None:

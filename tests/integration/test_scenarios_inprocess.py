@@ -34,12 +34,12 @@ class InProcessHarness:
         self.cluster.restart_server(f"ts-{index}")
 
 
-def _run(seed: int, steps: int, config: TableServerConfig) -> None:
+def _run(seed: int, steps: int, config: TableServerConfig, *, deletes: bool = False, keyless: bool = False) -> None:
     root = tempfile.mkdtemp(prefix="memtier-scenario-")
     harness = InProcessHarness(root, config)
     try:
-        ops = random_ops(random.Random(seed), steps, SERVERS)
-        run_scenario(harness, "scenario", join(root, "tables", "scenario"), ops)
+        ops = random_ops(random.Random(seed), steps, SERVERS, deletes=deletes)
+        run_scenario(harness, "scenario", join(root, "tables", "scenario"), ops, keyless=keyless)
     finally:
         harness.cluster.close()
         shutil.rmtree(root, ignore_errors=True)
@@ -49,6 +49,25 @@ def _run(seed: int, steps: int, config: TableServerConfig) -> None:
 @given(seed=st.integers(0, 2**31), steps=st.integers(5, 30))
 def test_random_scenarios(seed: int, steps: int) -> None:
     _run(seed, steps, TableServerConfig())
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31), steps=st.integers(5, 30))
+def test_random_scenarios_with_deletes(seed: int, steps: int) -> None:
+    """Deletes (keys only, with ordering values, flagged rows of a write, in
+    transactions) mixed into the same interleavings."""
+    _run(seed, steps, TableServerConfig(), deletes=True)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31), steps=st.integers(5, 30))
+def test_random_scenarios_on_an_append_only_table(seed: int, steps: int) -> None:
+    """No record key: every acknowledged row stays (retries still dropped), in every mode."""
+    _run(seed, steps, TableServerConfig(), keyless=True)
+
+
+def test_tiny_memory_budget_with_deletes() -> None:
+    _run(11, 40, TableServerConfig(memory_budget=4096, block_max_bytes=2048), deletes=True)
 
 
 def test_tiny_memory_budget_evicts_and_reads_back_from_the_wal() -> None:

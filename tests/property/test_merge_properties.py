@@ -22,28 +22,45 @@ def upsert_rows(unique: bool):
 ENTRY = st.one_of(
     upsert_rows(unique=False).map(lambda rows: ("upsert", rows)),
     st.lists(KEYS, max_size=6).map(lambda keys: ("delete", keys)),
+    st.lists(st.tuples(KEYS, ORDERING), max_size=6).map(lambda rows: ("odelete", rows)),
+    st.lists(st.tuples(KEYS, ORDERING, st.booleans()), max_size=12).map(lambda rows: ("mixed", rows)),
 )
 
 
 def fold(base: list[tuple[int, int]], entries: list, with_ordering: bool) -> dict[int, tuple[int, str]]:
-    """Hudi's merge, one record at a time: fold the log into a buffer (a delete replaces
-    the buffered record, any record replaces a buffered delete), then merge the buffer
-    with the base."""
-    buffer: dict[int, tuple[str, int, str]] = {}  # key -> (kind, ordering, tag)
+    """Hudi's merge, one record at a time: fold the log into a buffer, then merge the
+    buffer with the base. A delete in commit order (no ordering value, or a zero)
+    replaces whatever is buffered and any record replaces it; otherwise records and
+    ordered deletes replace the buffered state unless its ordering value is greater."""
+    buffer: dict[int, tuple[str, int | None, str]] = {}  # key -> (kind, ordering, tag)
+
+    def event(k: int, kind: str, o: int | None, tag: str) -> None:
+        current = buffer.get(k)
+        zero = kind == "delete" and (not with_ordering or not o)
+        if (zero or current is None or current[1] is None or not with_ordering
+                or o >= current[1]):
+            buffer[k] = (kind, None if zero else o, tag)
+
     for e_index, (kind, payload) in enumerate(entries):
         if kind == "delete":
             for k in payload:
-                buffer[k] = ("delete", 0, "")
-            continue
-        for r_index, (k, o) in enumerate(payload):
-            current = buffer.get(k)
-            if current is None or current[0] == "delete" or not with_ordering or o >= current[1]:
-                buffer[k] = ("data", o, f"e{e_index}-r{r_index}")
+                event(k, "delete", None, "")
+        elif kind == "odelete":
+            for k, o in payload:
+                event(k, "delete", o, "")
+        elif kind == "mixed":
+            for r_index, (k, o, deleted) in enumerate(payload):
+                event(k, "delete" if deleted else "data", o, f"e{e_index}-r{r_index}")
+        else:
+            for r_index, (k, o) in enumerate(payload):
+                event(k, "data", o, f"e{e_index}-r{r_index}")
     state = {k: (o, f"base-{k}") for k, o in base}
     for k, (kind, o, tag) in buffer.items():
+        if k in state and with_ordering and o is not None and state[k][0] > o:
+            continue  # the base version is newer
         if kind == "delete":
             state.pop(k, None)
-        elif k not in state or not with_ordering or o >= state[k][0]:
+        else:
             state[k] = (o, tag)
     return state
 
@@ -75,6 +92,13 @@ def test_merge_equals_sequential_fold(base, entries, with_ordering, sorted_base,
     for e_index, (kind, payload) in enumerate(entries):
         if kind == "delete":
             log.append(LogEntry(deleted_keys=pa.array([str(k) for k in payload], pa.string())))
+        elif kind == "odelete":
+            log.append(LogEntry(deleted_keys=pa.array([str(k) for k, _ in payload], pa.string()),
+                                deleted_ordering=pa.array([o for _, o in payload], pa.int64())))
+        elif kind == "mixed":
+            rows = [(cast(k), o, f"e{e_index}-r{r}") for r, (k, o, _) in enumerate(payload)]
+            mask = pa.array([d for _, _, d in payload], pa.bool_())
+            log.append(LogEntry(records=table(rows, key_type), delete_mask=mask))
         else:
             rows = [(cast(k), o, f"e{e_index}-r{r}") for r, (k, o) in enumerate(payload)]
             log.append(LogEntry(records=table(rows, key_type)))

@@ -311,3 +311,27 @@ def test_schema_header_is_compact_json() -> None:
     records, schema = _records(1)
     (block,) = _blocks(avro_data_block(records, schema, INSTANT))
     assert block.header[HeaderKey.SCHEMA] == json.dumps(schema, separators=(",", ":"))
+
+
+@pytest.mark.parametrize(
+    ("ordering", "expected"),
+    [
+        (pa.array([7, None, -3], pa.int64()), [7, 0, -3]),
+        (pa.array([7, None, 2], pa.int32()), [7, 0, 2]),
+        (pa.array([1.5, None, 2.0], pa.float64()), [1.5, 0.0, 2.0]),
+        (pa.array(["b", None, "a"]), ["b", "", "a"]),
+        (pa.array([None, None, None], pa.int64()), [0, 0, 0]),
+    ],
+)
+def test_delete_block_carries_each_deletes_ordering_value(ordering: pa.Array, expected: list) -> None:
+    """Deletes keep their ordering value (readers keep a record with a greater one); a
+    delete without one is written as the branch's zero: "in commit order"."""
+    _, schema = _records(1)
+    keys = pa.array(["1", "2", "3"])
+    paths = pa.array(["p=1"] * 3)
+    (block,) = _blocks(delete_block(keys, paths, INSTANT, schema, ordering.type, ordering))
+    deletes = read_delete_block(block)
+    assert deletes.column("record_key").to_pylist() == ["1", "2", "3"]
+    assert deletes.column("ordering_val").to_pylist() == expected
+    with pytest.raises(SchemaMismatchError, match="ordering values"):
+        delete_block(keys, paths, INSTANT, schema, ordering.type, ordering.slice(1))

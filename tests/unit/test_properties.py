@@ -325,13 +325,25 @@ def test_new_config_picks_the_key_generator(
         ({"ordering_field": "a:b"}, "ordering field"),
         ({"buckets": 0}, "buckets"),
         ({"buckets": True}, "buckets"),
-        ({"buckets": 4, "record_key_fields": ()}, "record_key_fields"),
         ({"log_block_format": "orc"}, "log_block_format"),
     ],
 )
 def test_new_config_refuses_bad_arguments(overrides: dict[str, object], words: str) -> None:
     with pytest.raises(InvalidArgumentError, match=words):
         _config(**overrides)
+
+
+def test_an_append_only_table_keeps_its_file_group_count_without_a_bucket_index(
+    fileio: FileIO, any_root: str
+) -> None:
+    """No record key: the bucket count is how many file groups a partition has; no
+    bucket index (it would hash keys) and no record-key fields are written."""
+    config = _config(record_key_fields=(), buckets=4)
+    write_table_config(fileio, any_root, config)
+    text = fileio.read_bytes(properties_path(any_root)).decode()
+    assert "hoodie.bucket.index.num.buckets=4" in text
+    assert "hoodie.index.type" not in text and "hoodie.table.recordkey.fields" not in text
+    assert load_table_config(fileio, any_root).buckets == 4
 
 
 def test_write_then_load_round_trips(fileio: FileIO, any_root: str) -> None:
