@@ -3,7 +3,8 @@ stale the read-optimized view (base files only: what Trino's and Presto's Hudi
 connectors read of a merge-on-read table) is under the default table-service policy.
 
     .venv/bin/python -m bench.compaction [--rows 2000000] [--buckets 4] [--update-fraction 0.1]
-        [--log-files 2] [--repeat 3] [--staleness-seconds 120] [--rate 20000]
+        [--log-files 2] [--repeat 3] [--staleness-seconds 120] [--warmup 20] [--rate 20000]
+        [--peak-seconds 10] [--peak-compact-rows 4000000]
 
 1. compaction: a table of ``--rows`` rows in ``--buckets`` file groups (base files), then
    ``--update-fraction`` of its keys updated in ``--log-files`` deltacommits (Avro log
@@ -19,8 +20,13 @@ connectors read of a merge-on-read table) is under the default table-service pol
    finds the oldest acknowledged batch not yet (wholly) in it. Staleness = now minus that
    batch's acknowledgement: how far the base files lag what writers were told is durable.
    Samples from the first ``--warmup`` seconds are dropped.
+3. peak ingest with and without a compaction: in the same cluster, 4 client threads write
+   10,000-row batches of fresh keys as fast as they are acknowledged for ``--peak-seconds``
+   into a new table, three times (after a warm-up): alone, while the pool compacts a table of
+   ``--peak-compact-rows`` rows (10% of them updated in its logs), alone again. Ratio = the
+   rate during the compaction over the mean of the two alone.
 
-Prints both tables; writes bench/results/compaction.json.
+Prints the three tables; writes bench/results/compaction.json.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import BENCH_SCHEMA, bench_table, print_table, report
+from memtier.client import wait_for_task
 from memtier.compaction.compact import CompactionPolicy, compact, compaction_metadata, plan_compaction
 from memtier.hudi import HudiTable
 from memtier.hudi.filenames import BaseFile, classify
@@ -121,58 +128,116 @@ def throughput(root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
     return results
 
 
-def staleness(root: Path, args: argparse.Namespace) -> dict[str, Any]:
-    import memtier
-
+def staleness(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     acked: list[float] = []  # acknowledgement time of each batch
     stop = threading.Event()
     errors: list[BaseException] = []
     rows_per_batch = max(1, args.rate // 10)
-    with memtier.start_local(str(root / "cluster"), table_servers=1) as cluster:
-        client = cluster.client()
-        client.create_table("s", STALENESS_SCHEMA, record_key="key", ordering_field="ts", buckets=args.buckets)
+    client = cluster.client()
+    client.create_table("s", STALENESS_SCHEMA, record_key="key", ordering_field="ts", buckets=args.buckets)
 
-        def write() -> None:
-            batch, due = 0, time.monotonic()
-            try:
-                while not stop.is_set():
-                    keys = np.arange(batch * rows_per_batch, (batch + 1) * rows_per_batch)
-                    client.write("s", pa.table({
-                        "key": keys, "ts": np.full(len(keys), batch), "batch": np.full(len(keys), batch),
-                        "name": pa.array([f"row-{batch}"] * len(keys)),
-                    }, schema=STALENESS_SCHEMA))
-                    acked.append(time.monotonic())
-                    batch += 1
-                    due += 0.1
-                    stop.wait(max(0.0, due - time.monotonic()))
-            except BaseException as e:  # reported below
-                errors.append(e)
+    def write() -> None:
+        batch, due = 0, time.monotonic()
+        try:
+            while not stop.is_set():
+                keys = np.arange(batch * rows_per_batch, (batch + 1) * rows_per_batch)
+                client.write("s", pa.table({
+                    "key": keys, "ts": np.full(len(keys), batch), "batch": np.full(len(keys), batch),
+                    "name": pa.array([f"row-{batch}"] * len(keys)),
+                }, schema=STALENESS_SCHEMA))
+                acked.append(time.monotonic())
+                batch += 1
+                due += 0.1
+                stop.wait(max(0.0, due - time.monotonic()))
+        except BaseException as e:  # reported below
+            errors.append(e)
 
-        writer = threading.Thread(target=write)
-        start = time.monotonic()
-        writer.start()
-        samples, compactions = [], 0
-        while time.monotonic() - start < args.staleness_seconds and not errors:
-            time.sleep(1.0)
-            now, known = time.monotonic(), len(acked)
-            counts = client.read("s", mode="read_optimized", columns=["batch"]).column("batch")
-            per_batch = np.bincount(counts.to_numpy(), minlength=known)[:known] if len(counts) else np.zeros(known)
-            missing = np.flatnonzero(per_batch < rows_per_batch)
-            lag = now - acked[int(missing[0])] if len(missing) else 0.0
-            if now - start >= args.warmup:
-                samples.append(lag)
-        stop.set()
-        writer.join()
-        if errors:
-            raise errors[0]
-        compactions = sum(1 for n in os.listdir(root / "cluster" / "tables" / "s" / ".hoodie")
-                          if n.endswith(".commit"))
-        rows = client.read("s", columns=["key"]).num_rows
+    writer = threading.Thread(target=write)
+    start = time.monotonic()
+    writer.start()
+    samples, compactions = [], 0
+    while time.monotonic() - start < args.staleness_seconds and not errors:
+        time.sleep(1.0)
+        now, known = time.monotonic(), len(acked)
+        counts = client.read("s", mode="read_optimized", columns=["batch"]).column("batch")
+        per_batch = np.bincount(counts.to_numpy(), minlength=known)[:known] if len(counts) else np.zeros(known)
+        missing = np.flatnonzero(per_batch < rows_per_batch)
+        lag = now - acked[int(missing[0])] if len(missing) else 0.0
+        if now - start >= args.warmup:
+            samples.append(lag)
+    stop.set()
+    writer.join()
+    if errors:
+        raise errors[0]
+    compactions = sum(1 for n in os.listdir(os.path.join(cluster.path, "tables", "s", ".hoodie"))
+                      if n.endswith(".commit"))
+    rows = client.read("s", columns=["key"]).num_rows
     p50, p99 = (float(np.percentile(samples, q)) for q in (50, 99)) if samples else (0.0, 0.0)
     return {"rate_rows_per_s": rows_per_batch * 10, "seconds": args.staleness_seconds, "warmup_s": args.warmup,
             "samples": len(samples), "p50_s": round(p50, 2), "p99_s": round(p99, 2),
             "max_s": round(max(samples, default=0), 2),
             "compactions": compactions, "rows": rows, "sample_values_s": [round(s, 2) for s in samples]}
+
+
+def _ingest(cluster: Any, table: str, seconds: float, threads: int = 4) -> float:
+    """Rows/s acknowledged into a new ``table`` by ``threads`` clients writing fresh keys."""
+    first = cluster.client()
+    first.create_table(table, STALENESS_SCHEMA, record_key="key", ordering_field="ts", buckets=1)
+    clients = [cluster.client() for _ in range(threads)]
+    batch_rows = 10_000
+    template = pa.table({"key": np.arange(batch_rows), "ts": np.zeros(batch_rows, dtype=np.int64),
+                         "batch": np.zeros(batch_rows, dtype=np.int64),
+                         "name": pa.array([f"row-{i}" for i in range(batch_rows)])}, schema=STALENESS_SCHEMA)
+    counts = [0] * threads
+    deadline = time.monotonic() + seconds
+
+    def write(slot: int) -> None:
+        n = 0
+        while time.monotonic() < deadline:
+            keys = pa.array(np.arange(batch_rows) + (n * threads + slot) * batch_rows)
+            clients[slot].write(table, template.set_column(0, "key", keys))
+            n += 1
+        counts[slot] = n * batch_rows
+
+    start = time.monotonic()
+    workers = [threading.Thread(target=write, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return sum(counts) / (time.monotonic() - start)
+
+
+def peak(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Peak ingest alone, during a compaction, alone again."""
+    client = cluster.client()
+    client.create_table("big", BENCH_SCHEMA, record_key="key", ordering_field="ts", buckets=2)
+    client.set_services("big", {"services.compaction-log-files": "1000", "services.compaction-log-fraction": "1000"})
+    rows = args.peak_compact_rows
+    for start in range(0, rows, 200_000):
+        client.write("big", bench_table(min(200_000, rows - start), keys=np.arange(start, min(rows, start + 200_000))))
+    client.flush("big")
+    updated = np.random.default_rng(5).permutation(rows)[: rows // 10]
+    for i, keys in enumerate(np.array_split(updated, 2)):
+        client.write("big", bench_table(len(keys), seed=20 + i, keys=keys, ts=2 + i))
+        client.flush("big")
+    _ingest(cluster, "peak_warmup", min(2.0, args.peak_seconds))  # connections, first WAL files
+    alone = _ingest(cluster, "peak_alone_1", args.peak_seconds)
+    task = client.compact("big", wait=False)
+    assert task is not None
+    while client.master.service_task(task["task_id"])["state"] == "queued":
+        time.sleep(0.05)
+    started = time.monotonic()
+    during = _ingest(cluster, "peak_compacting", args.peak_seconds)
+    overlap = client.master.service_task(task["task_id"])["state"] == "running"
+    final = wait_for_task(client.master, client.master.service_task(task["task_id"]))
+    compaction_s = time.monotonic() - started
+    again = _ingest(cluster, "peak_alone_2", args.peak_seconds)
+    base = (alone + again) / 2
+    return {"seconds": args.peak_seconds, "compact_rows": rows, "alone_rows_per_s": [round(alone), round(again)],
+            "compacting_rows_per_s": round(during), "ratio": round(during / base, 2),
+            "compaction_running_all_window": overlap, "compaction_state": final["state"],
+            "compaction_s_after_window_start": round(compaction_s, 1)}
 
 
 def main() -> None:
@@ -185,13 +250,21 @@ def main() -> None:
     parser.add_argument("--staleness-seconds", type=float, default=120.0, help="0: skip the staleness run")
     parser.add_argument("--warmup", type=float, default=20.0)
     parser.add_argument("--rate", type=int, default=20_000, help="rows/s the staleness run writes")
+    parser.add_argument("--peak-seconds", type=float, default=10.0, help="0: skip the peak-ingest runs")
+    parser.add_argument("--peak-compact-rows", type=int, default=4_000_000)
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     args = parser.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="memtier-bench-compaction-"))
     load = os.getloadavg()
+    stale = peaks = None
     try:
         results = throughput(root, args)
-        stale = staleness(root, args) if args.staleness_seconds > 0 else None
+        if args.staleness_seconds > 0 or args.peak_seconds > 0:
+            import memtier
+
+            with memtier.start_local(str(root / "cluster"), table_servers=1) as cluster:
+                stale = staleness(cluster, args) if args.staleness_seconds > 0 else None
+                peaks = peak(cluster, args) if args.peak_seconds > 0 else None
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -201,13 +274,19 @@ def main() -> None:
                     [["default policy", stale["rate_rows_per_s"], stale["seconds"], stale["samples"],
                       stale["p50_s"], stale["p99_s"], stale["max_s"], stale["compactions"]]])
         print()
+    if peaks is not None:
+        print_table(["peak ingest, 4 threads", "alone rows/s", "during compaction rows/s", "alone again rows/s",
+                     "ratio", "compaction ran the whole window"],
+                    [[f"{peaks['seconds']:g} s each", peaks["alone_rows_per_s"][0], peaks["compacting_rows_per_s"],
+                      peaks["alone_rows_per_s"][1], peaks["ratio"], peaks["compaction_running_all_window"]]])
+        print()
     print(f"{args.rows:,} rows in {args.buckets} file groups, {args.update_fraction:.0%} of them updated "
           f"in {args.log_files} log files; load average before {load[0]:.2f}\n")
     report("compaction", ["what", "rows", "seconds", "rows/s", "ratio to baseline"],
            [[r["what"], r["rows"], r["seconds"], r["rows_per_s"], r["ratio"]] for r in results],
            {"rows": args.rows, "buckets": args.buckets, "update_fraction": args.update_fraction,
             "log_files": args.log_files, "repeat": args.repeat, "loadavg_before": load,
-            "results": results, "staleness": stale})
+            "results": results, "staleness": stale, "peak": peaks})
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ RUNS = {
     "wal": ["-m", "bench.wal", "--seconds", "0.1", "--rounds", "1"],
     "rpc": ["bench/rpc.py", "--seconds", "0.3", "--slice", "0.1", "--rows", "1000"],
     "compaction": ["-m", "bench.compaction", "--rows", "20000", "--repeat", "1", "--staleness-seconds", "4",
-                   "--warmup", "0", "--rate", "2000"],
+                   "--warmup", "0", "--rate", "2000", "--peak-seconds", "0.5", "--peak-compact-rows", "20000"],
     "trino_read": ["-m", "bench.trino_read", "--rows", "20000", "--repeat", "1", "--fast-start"],
     "trino_staleness": ["-m", "bench.trino_staleness", "--seconds", "8", "--warmup", "0", "--keys", "500",
                         "--rows-per-batch", "100", "--interval", "0.2"],
