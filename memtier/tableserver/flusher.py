@@ -95,6 +95,7 @@ class _Worker:
         os.close(reply_w)
         self.requests = Connection(self._request_w, readable=False)
         self.replies = Connection(self._reply_r, writable=False)
+        self.broken = False  # its pipes failed: it is dead or dying
 
     def call(self, header: dict[str, Any], tables: Sequence[pa.Table] = ()) -> Any:
         """Send a request, wait for its reply: the result, or the worker's error raised.
@@ -106,6 +107,7 @@ class _Worker:
                 self.requests.send_bytes(memoryview(_ipc(table)))
             reply = self.replies.recv_bytes()
         except (EOFError, OSError) as e:
+            self.broken = True
             raise CommitFailedError(
                 f"the flush worker (pid {self.process.pid}) died mid-flush ({type(e).__name__}: {e}); "
                 "the flush is rolled back and its blocks flush again"
@@ -116,14 +118,14 @@ class _Worker:
         return message["result"]
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return not self.broken and self.process.poll() is None
 
     def stop(self) -> None:
         """Close the pipes (the worker exits on its own), kill it if it does not."""
         self.requests.close()
         self.replies.close()
         try:
-            self.process.wait(_EXIT_WAIT_S)
+            self.process.wait(0 if self.broken else _EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
@@ -161,6 +163,7 @@ class ProcessFlusher:
                 return plan, worker.call({"op": "write"})
             except CommitFailedError:
                 if not worker.alive():
+                    worker.stop()
                     self._worker = None
                 raise
 
