@@ -11,7 +11,10 @@ interpreter is measured), one table of one bucket. A writer writes ``--rate`` ba
 ``--rows`` rows a second on a fixed schedule, each one synced to its WAL before it is
 acknowledged; every ``--flush-every`` seconds another thread seals and flushes everything
 written so far into a Hudi log file (Avro blocks, the default). An acknowledgement time is
-one ``client.write`` call, as the table server sees it.
+one ``client.write`` call, as the table server sees it. ``server cpu s`` is the CPU time
+this process (the table server, the writer, the flushing thread) used during the round,
+``worker cpu s`` what the flush worker process used: where the flush work ran, whatever
+the machine's load.
 
 Prints a table per round and the medians per mode; writes bench/results/flush_offload.json.
 """
@@ -67,6 +70,9 @@ def run(root: Path, mode: FlushWorker, args: argparse.Namespace) -> dict[str, An
             flushes.append(time.perf_counter() - start)
 
     flusher = threading.Thread(target=flush)
+    worker = servers["ts-0"].flusher.pid
+    worker_cpu = _cpu_seconds(worker) if worker is not None else 0.0  # its start-up is not counted
+    cpu = time.process_time()
     flusher.start()
     due = time.perf_counter()
     late = 0.0
@@ -82,13 +88,22 @@ def run(root: Path, mode: FlushWorker, args: argparse.Namespace) -> dict[str, An
             late = max(late, -wait)
     done.set()
     flusher.join()
+    cpu = time.process_time() - cpu
+    worker_cpu = _cpu_seconds(worker) - worker_cpu if worker is not None else 0.0
     for server in servers.values():
         server.close()
     ms = np.asarray(acks) * 1000
     return {"mode": mode.value, "writes": len(acks), "ack_p50_ms": round(float(np.percentile(ms, 50)), 2),
             "ack_p99_ms": round(float(np.percentile(ms, 99)), 2), "ack_max_ms": round(float(ms.max()), 2),
             "late_max_ms": round(late * 1000, 1), "flushes": len(flushes),
-            "flush_mean_s": round(statistics.mean(flushes), 3) if flushes else None}
+            "flush_mean_s": round(statistics.mean(flushes), 3) if flushes else None,
+            "server_cpu_s": round(cpu, 2), "worker_cpu_s": round(worker_cpu, 2)}
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a live process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -111,15 +126,17 @@ def main() -> None:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
     header = ["mode", "round", "writes", "ack p50 ms", "ack p99 ms", "ack max ms", "late max ms", "flushes",
-              "flush mean s"]
+              "flush mean s", "server cpu s", "worker cpu s"]
     keys = ["mode", "round", "writes", "ack_p50_ms", "ack_p99_ms", "ack_max_ms", "late_max_ms", "flushes",
-            "flush_mean_s"]
+            "flush_mean_s", "server_cpu_s", "worker_cpu_s"]
     print_table(header, [[r[k] for k in keys] for r in results])
     print(f"\n{args.rate:g} batches/s of {args.rows:,} rows for {args.seconds:g} s, a flush every "
           f"{args.flush_every:g} s; load average before {load[0]:.2f}, after {os.getloadavg()[0]:.2f}\n")
     medians = [[mode.value, *(statistics.median(r[k] for r in results if r["mode"] == mode.value)
-                              for k in ("ack_p50_ms", "ack_p99_ms", "ack_max_ms"))] for mode in MODES]
-    report("flush_offload", ["mode (median of rounds)", "ack p50 ms", "ack p99 ms", "ack max ms"], medians,
+                              for k in ("ack_p50_ms", "ack_p99_ms", "ack_max_ms", "server_cpu_s", "worker_cpu_s"))]
+               for mode in MODES]
+    report("flush_offload", ["mode (median of rounds)", "ack p50 ms", "ack p99 ms", "ack max ms", "server cpu s",
+                             "worker cpu s"], medians,
            {"rate": args.rate, "rows": args.rows, "seconds": args.seconds, "flush_every": args.flush_every,
             "rounds": args.rounds, "loadavg_before": load, "results": results})
 
