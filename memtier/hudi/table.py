@@ -11,19 +11,22 @@ from typing import Any
 
 import pyarrow as pa
 
-from memtier.errors import AlreadyExistsError, InvalidArgumentError, TableExistsError
+from memtier.errors import AlreadyExistsError, InvalidArgumentError, TableExistsError, UnsupportedTableError
 from memtier.hudi.avro import arrow_to_avro_schema
+from memtier.hudi.filenames import bucket_or_none
 from memtier.hudi.filters import Filter
 from memtier.hudi.fsview import FileSlice, FileSystemView
-from memtier.hudi.properties import TableConfig, properties_path, write_table_config
+from memtier.hudi.properties import TableConfig, format_properties, properties_path, write_table_config
 from memtier.hudi.reader import read_table
 from memtier.hudi.schema import encode_schema, validate_table_schema
 from memtier.hudi.tablemeta import ARROW_SCHEMA_KEY, TableMeta
 from memtier.hudi.timeline import Timeline
 from memtier.hudi.writer import rollback_pending, write_batch
-from memtier.io import FileIO, basename, open_fileio
+from memtier.io import FileIO, basename, join, open_fileio, parent
 
 __all__ = ["HudiTable"]
+
+METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
 
 TABLE_TYPES = ("MERGE_ON_READ", "COPY_ON_WRITE")
 
@@ -166,6 +169,46 @@ class HudiTable:
             self._meta, mode=mode, as_of=as_of, start=start, end=end, columns=columns,
             filters=filters, include_meta=include_meta,
         )
+
+    def set_bucket_index(self, buckets: int) -> None:
+        """Record in ``hoodie.properties`` the bucket index an Apache Hudi writer used on
+        this table, so memtier routes rows to the same file groups and can write it.
+
+        Hudi keeps ``hoodie.bucket.index.num.buckets`` in its writers' configs, not in the
+        table, so a table Hudi created says nothing of it. Refused when the table has Hudi's
+        metadata table (memtier's commits do not update it), when a file group is not a
+        bucket's (its file id does not start with a bucket number below ``buckets``) or
+        the table already records another count; a no-op when it records this one.
+        """
+        if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 1:
+            raise InvalidArgumentError(f"buckets must be a positive int, got {buckets!r}")
+        if self.config.buckets == buckets:
+            return
+        if self.config.buckets is not None:
+            raise UnsupportedTableError(
+                f"table {self.config.name} records a bucket index of {self.config.buckets} buckets, not {buckets}"
+            )
+        metadata = self.config.raw.get(METADATA_PARTITIONS, "").strip()
+        if metadata:
+            raise UnsupportedTableError(
+                f"table {self.config.name} at {self.path} has Hudi's metadata table ({METADATA_PARTITIONS}="
+                f"{metadata}): memtier's commits would not be in it, so Hudi's readers would not see them; "
+                "drop it first (a Hudi write with hoodie.metadata.enable=false deletes it)"
+            )
+        for partition, file_id in FileSystemView.build(self.io, self.path, self.timeline()).file_groups:
+            bucket = bucket_or_none(file_id)
+            if bucket is None or bucket >= buckets:
+                raise UnsupportedTableError(
+                    f"file group {file_id} in partition {partition!r} of {self.path} is not one of "
+                    f"{buckets} buckets: the table was not written with a bucket index of {buckets}"
+                )
+        config = dataclasses.replace(self.config, buckets=buckets)
+        path = properties_path(self.path)
+        stale_checksum = join(parent(path), f".{basename(path)}.crc")  # Hadoop's local-FS sidecar
+        if self.io.exists(stale_checksum):  # it would fail Hudi's read of the new file
+            self.io.delete(stale_checksum)
+        self.io.write_atomic(path, format_properties(config.to_properties()).encode("ascii"))
+        self._meta = TableMeta.load(self.io, self.path)
 
     def rollback_pending(self) -> list[str]:
         """Roll back instants left pending by a writer that died; returns their timestamps."""

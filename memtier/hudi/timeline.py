@@ -225,20 +225,14 @@ class Timeline:
         return self.instants[-1].timestamp if self.instants else None
 
     def completed_as_of(self, timestamp: str) -> Timeline:
-        """Completed instants (any action) visible at ``timestamp``, for time travel.
+        """Completed instants (any action) of instant time <= ``timestamp``, for time travel.
 
-        Layout 1: instant time <= ``timestamp``. Layout 2: completion time <= ``timestamp``
-        (an instant requested before but completed after was not visible then), falling back
-        to the instant time for a completed file named without a completion time.
+        On both layouts, as Apache Hudi 1.0's ``as.of.instant`` reads a version 8 table: an
+        instant requested before ``timestamp`` counts even when it completed after it.
         """
-        def visible(instant: Instant) -> bool:
-            if self.layout_version == 2:
-                return (instant.completion_time or instant.timestamp) <= timestamp
-            return instant.timestamp <= timestamp
-
         return Timeline(
             self.layout_version,
-            tuple(i for i in self.instants if i.state is State.COMPLETED and visible(i)),
+            tuple(i for i in self.instants if i.state is State.COMPLETED and i.timestamp <= timestamp),
         )
 
     def instant_path(self, base_path: str, instant: Instant) -> str:

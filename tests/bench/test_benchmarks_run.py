@@ -32,6 +32,8 @@ RUNS = {
                       "--rows", "500", "--flush-every", "0.2"],
     "freshness": ["-m", "bench.freshness", "--sizes", "2000", "--rows-per-batch", "1000",
                   "--visible-batches", "2", "--cost-reads", "1"],
+    "hudi_spark_peer": ["-m", "bench.hudi_spark_peer", "--batches", "2", "--rows-per-batch", "1000",
+                        "--visible-batches", "1"],
     "spark": ["-m", "bench.spark", "--rows", "20000", "--repeat", "1", "--files", "2"],
     "ingest": ["-m", "bench.ingest", "--no-peers", "--batches", "4", "--rows-per-batch", "1000",
                "--threads", "2", "--buckets", "1,2", "--rounds", "1", "--paced-seconds", "0.5",

@@ -219,12 +219,13 @@ def test_completed_as_of_layout_1_uses_instant_time(fileio: FileIO, any_root: st
     assert not past.is_completed(T3)
 
 
-def test_completed_as_of_layout_2_uses_completion_time(fileio: FileIO, any_root: str) -> None:
-    # T1 was requested first but completed last.
+def test_completed_as_of_layout_2_uses_instant_time_too(fileio: FileIO, any_root: str) -> None:
+    """As Hudi 1.0's as.of.instant (tests/interop/test_hudi_spark_writes.py): T2 completed
+    at T3, after T2, and still counts as of T2."""
     _touch(fileio, timeline_dir(any_root, 2), f"{T1}_{T4}.deltacommit", f"{T2}_{T3}.deltacommit")
     timeline = Timeline.load(fileio, any_root, 2)
-    assert [i.timestamp for i in timeline.completed_as_of(T3).completed()] == [T2]
-    assert [i.timestamp for i in timeline.completed_as_of(T4).completed()] == [T1, T2]
+    assert [i.timestamp for i in timeline.completed_as_of(T1).completed()] == [T1]
+    assert [i.timestamp for i in timeline.completed_as_of(T2).completed()] == [T1, T2]
 
 
 def test_read_commit_metadata(fileio: FileIO, any_root: str) -> None:

@@ -1,0 +1,163 @@
+"""Interop in, from the reference writer: memtier reads the tables Apache Hudi on Spark
+writes (``df.write.format("hudi")``, Hudi 1.0 on Spark 3.5): merge-on-read and
+copy-on-write, bucket index and Hudi's default (simple) index, table versions 6 and 8,
+partitioned or not, with the rows Hudi reads back and a model predicts. A merge-on-read
+bucket-index table Hudi created takes writes through the tier, and Hudi reads them back.
+
+Histories are random (seeded) upserts, late records that must lose, and deletes; each
+Spark write costs seconds, so they are short."""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from memtier.errors import UnsupportedTableError
+from memtier.hudi import HudiTable
+from tests.interop.test_hudi_rs_reads_ours import make_row, to_arrow
+from tests.interop.test_hudi_spark_reads_ours import data, expected
+from tests.support.hudi_spark import HudiSpark, writer_options
+from tests.support.inprocess import InProcessCluster
+from tests.support.model import TableModel
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+KEYS = 40
+BUCKETS = 2
+
+
+@dataclass(frozen=True)
+class Layout:
+    table_type: str
+    version: int
+    buckets: int | None  # None: Hudi's default index
+    partitions: tuple[str, ...] = ("region",)
+    metadata: bool = False  # Hudi's metadata table
+
+    @property
+    def copy_on_write(self) -> bool:
+        return self.table_type == "COPY_ON_WRITE"
+
+
+LAYOUTS = {
+    "mor-bucket-v6": Layout("MERGE_ON_READ", 6, BUCKETS),
+    "mor-bucket-v8-metadata": Layout("MERGE_ON_READ", 8, BUCKETS, metadata=True),
+    "mor-simple-v8-nonpartitioned": Layout("MERGE_ON_READ", 8, None, partitions=()),
+    "cow-simple-v6": Layout("COPY_ON_WRITE", 6, None),
+}
+
+
+@dataclass
+class SparkWritten:
+    """A table Hudi on Spark wrote, the model of it, and its instants."""
+
+    path: str
+    layout: Layout
+    model: TableModel
+    instants: list[str] = field(default_factory=list)
+    models: list[TableModel] = field(default_factory=list)
+    deleted: set[int] = field(default_factory=set)  # keys deleted (and never written again)
+
+
+def options(layout: Layout, name: str, operation: str = "upsert") -> dict[str, str]:
+    return writer_options(
+        name, "id", "version", list(layout.partitions), table_type=layout.table_type,
+        buckets=layout.buckets, table_version=layout.version, operation=operation,
+        **{"hoodie.metadata.enable": str(layout.metadata).lower(),
+           # its column stats fail on null values: NullPointerException "fieldValue is null"
+           "hoodie.metadata.index.column.stats.enable": "false",
+           "hoodie.metadata.index.partition.stats.enable": "false"},
+    )
+
+
+def spark_history(spark: HudiSpark, path: str, layout: Layout, seed: int) -> SparkWritten:
+    """Insert every key, then upserts (some late), a delete, more upserts; never a key
+    written again after its delete (Hudi 1.0.2's reader fails on that: see
+    test_hudi_1_0_2_fails_on_a_key_reinserted_after_a_delete_in_the_logs)."""
+    rng = random.Random(seed)
+    model = TableModel(("id",), "version", layout.partitions, buckets=layout.buckets or 1,
+                       copy_on_write=layout.copy_on_write)
+    deleted = set(rng.sample(range(KEYS), 6))
+    written = SparkWritten(path, layout, model, deleted=deleted)
+    name = path.rsplit("/", 1)[-1].replace("-", "_")
+    steps = [
+        ("upsert", [make_row(rng, k, 1) for k in range(KEYS)]),
+        ("upsert", [make_row(rng, k, rng.choice([2, 2, 0])) for k in rng.sample(range(KEYS + 10), 20)]),
+        ("delete", [make_row(rng, k, 0) for k in sorted(deleted)]),
+        ("upsert", [make_row(rng, k, rng.choice([3, 0])) for k in rng.sample(range(KEYS + 10), 15)
+                    if k not in deleted]),
+    ]
+    for number, (kind, batch) in enumerate(steps, start=1):
+        spark.write(path, to_arrow(batch), options(layout, name, kind))
+        (model.delete if kind == "delete" else model.upsert)(number, batch)
+        written.models.append(copy.deepcopy(model))
+    written.instants = [i.timestamp for i in HudiTable.open(path).timeline().completed()
+                        if i.action in ("commit", "deltacommit")]
+    assert len(written.instants) == len(steps)
+    return written
+
+
+@pytest.fixture(scope="module", params=list(LAYOUTS))
+def spark_written(request: pytest.FixtureRequest, hudi_spark: HudiSpark,
+                  tmp_path_factory: pytest.TempPathFactory) -> SparkWritten:
+    path = str(tmp_path_factory.mktemp("spark-writes") / request.param)
+    return spark_history(hudi_spark, path, LAYOUTS[request.param], seed=len(request.param))
+
+
+def test_memtier_reads_what_hudi_wrote(hudi_spark: HudiSpark, spark_written: SparkWritten) -> None:
+    table = HudiTable.open(spark_written.path)
+    assert table.config.version == spark_written.layout.version
+    want = expected(spark_written.model)
+    assert data(hudi_spark.read(spark_written.path)) == want
+    assert data(table.read()) == want
+    assert data(table.read(mode="read_optimized")) == data(hudi_spark.read(spark_written.path, "read_optimized"))
+
+
+def test_time_travel(hudi_spark: HudiSpark, spark_written: SparkWritten) -> None:
+    table = HudiTable.open(spark_written.path)
+    instant = spark_written.instants[1]
+    want = expected(spark_written.models[1])
+    assert data(table.read(as_of=instant)) == want
+    assert data(hudi_spark.read(spark_written.path, as_of=instant)) == want
+
+
+def test_the_tier_writes_into_a_bucket_index_table_hudi_created(
+    hudi_spark: HudiSpark, spark_written: SparkWritten, tmp_path
+) -> None:
+    """A merge-on-read bucket-index table of version 6: told its bucket count (Hudi keeps
+    it in writer configs only), served by the tier, written and flushed there; Hudi reads
+    what the tier wrote. Refused: a table with Hudi's metadata table (Hudi's readers list
+    files from it, and memtier's commits are not in it) and one of version 8."""
+    layout = spark_written.layout
+    table = HudiTable.open(spark_written.path)
+    if layout.buckets is None or layout.copy_on_write:
+        pytest.skip("the tier writes merge-on-read bucket-index tables")
+    if layout.metadata or layout.version != 6:
+        refusal = "has Hudi's metadata table" if layout.metadata else "writes only version 6"
+        with pytest.raises(UnsupportedTableError, match=refusal):
+            table.set_bucket_index(layout.buckets)
+        return
+    table.set_bucket_index(layout.buckets)
+    cluster = InProcessCluster(str(tmp_path / "cluster"))
+    try:
+        cluster.add_server("ts-0")
+        client = cluster.client()
+        client.register_table("hudi_made", spark_written.path)
+        rng = random.Random(5)
+        model = spark_written.model
+        for number in range(2):
+            batch = [make_row(rng, k, rng.choice([4 + number, 0])) for k in rng.sample(range(KEYS + 10), 12)
+                     if k not in spark_written.deleted]
+            client.write("hudi_made", to_arrow(batch))
+            model.upsert(len(spark_written.instants) + 1 + number, batch)
+            assert client.flush("hudi_made")
+        want = expected(model)
+        assert data(client.read("hudi_made")) == want
+        assert data(hudi_spark.read(spark_written.path)) == want
+        assert data(HudiTable.open(spark_written.path).read()) == want
+    finally:
+        cluster.close()
+
