@@ -127,7 +127,9 @@ def _without_transparent_huge_pages() -> None:
 
 class TableServerShell:
     """A table-server actor: a :class:`TableServer` served over Flight, reporting to the
-    master and doing its periodic work (sealing, flushing, evicting)."""
+    master and doing its periodic work (sealing, flushing, evicting). Heartbeats have a
+    thread of their own: a flush that outlasts the heartbeat timeout (a large backlog on a
+    busy machine) must not make the master take the server for dead."""
 
     def __init__(self, server_id: str, master_location: str, wal_root: str,
                  cluster: Mapping[str, str], server: Mapping[str, str] | None = None) -> None:
@@ -145,7 +147,9 @@ class TableServerShell:
         )
         self.server.metrics_url = self.metrics.url
         self._register()
-        self._loop = _Periodic("memtier-ts-loop", config.heartbeat_interval.total_seconds(), self._tick)
+        interval = config.heartbeat_interval.total_seconds()
+        self._heartbeats = _Periodic("memtier-ts-heartbeat", interval, self._heartbeat)
+        self._maintenance = _Periodic("memtier-ts-maintain", interval, self.server.maintain)
 
     def _register(self) -> None:
         config = self.server.config
@@ -153,11 +157,10 @@ class TableServerShell:
             self.server_id, self.rpc.location, config.memory_budget, config.max_batch_rows
         )
 
-    def _tick(self) -> None:
+    def _heartbeat(self) -> None:
         reply = self._master.heartbeat(self.server_id, self.server.status(), self.server.bucket_memory())
         if not reply.get("registered"):  # the master restarted or took us for dead
             self._register()
-        self.server.maintain()
 
     def location(self) -> str:
         return self.rpc.location

@@ -1,12 +1,15 @@
 """Flush workers on real Ray actors: each table server flushes through a child process of
 its own; SIGKILL of that process, or of the table server itself, during a write stream
-with flushes loses no acknowledged row, fails no writer, and leaves no process behind."""
+with flushes loses no acknowledged row, fails no writer, and leaves no process behind; a
+flush held up longer than the heartbeat timeout does not get the table server declared
+dead."""
 
 from __future__ import annotations
 
 import os
 import signal
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from memtier.hudi import HudiTable
 from memtier.io import join
 from tests.support.hudirs import hudi_rs_read
 from tests.support.waiting import wait_until
@@ -139,3 +143,28 @@ def test_sigkill_of_the_table_server_ends_its_flush_worker_and_loses_nothing(clu
     stream.wait_for(20_000)
     stream.stop()
     _check_nothing_lost(cluster, table, path, stream.acked)
+
+
+def test_a_flush_stuck_longer_than_the_heartbeat_timeout_does_not_make_the_table_server_dead(
+    cluster: object,
+) -> None:
+    from memtier.master.service import MasterProxy
+
+    client = cluster.client()  # type: ignore[attr-defined]
+    table, path = _table(cluster)
+    client.write(table, pa.table({"id": [0], "ts": [1], "name": ["a"]}, schema=SCHEMA))
+    client.flush(table)
+    worker = _worker_pid(cluster)
+    master = MasterProxy(cluster.address)  # type: ignore[attr-defined]
+    os.kill(worker, signal.SIGSTOP)  # the next periodic flush waits on it
+    try:
+        deadline = time.monotonic() + 7.0  # beyond the 5 s heartbeat timeout
+        key = 1
+        while time.monotonic() < deadline:
+            client.write(table, pa.table({"id": [key], "ts": [1], "name": ["b"]}, schema=SCHEMA))
+            assert "ts-0" in master.servers(), "the master took the busy table server for dead"
+            key += 1
+            time.sleep(0.25)
+    finally:
+        os.kill(worker, signal.SIGCONT)
+    wait_until(lambda: HudiTable.open(path).read(columns=["id"]).num_rows == key, "the held flush to complete")
