@@ -61,7 +61,8 @@ class Backfill(DataSourceArrowWriter):
         self.path: str = description["path"]
         self.storage_options = description.get("storage_options") or None
         meta = self._meta()  # the columns checked before anything is begun:
-        prepare_write(meta, meta.schema.empty_table().select(check_columns(meta.schema, columns)), self.operation)
+        checked = check_columns(meta.schema, columns, delete_flag=False)
+        prepare_write(meta, meta.schema.empty_table().select(checked), self.operation)
         self.owner = f"spark-backfill-{uuid.uuid4().hex[:12]}"
         self.instant: str = client.master.begin_commit(options.table, "deltacommit", owner=self.owner)
 

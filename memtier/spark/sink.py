@@ -7,7 +7,9 @@ A batch Spark replays (it ran, but Spark did not record its commit) finds its
 transaction: committed, the replay writes nothing; still open (the query died), the
 replay writes into it again, and rows of a keyed table merge by key, so nothing is
 doubled; aborted (Spark gave the batch up), the replay starts the next attempt's
-transaction. At-least-once from Spark, exactly-once in the table."""
+transaction. At-least-once from Spark, exactly-once in a keyed table (an append-only
+table has no key to merge on: a batch replayed after a killed query can repeat rows).
+Rows whose boolean ``_hoodie_is_deleted`` is true delete their key (Hudi's convention)."""
 
 from __future__ import annotations
 

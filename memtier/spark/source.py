@@ -72,7 +72,7 @@ class MemtierDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamSink:  # noqa: N802
         options = self._options(SINK, "stream write")
         _append_only(overwrite)
-        check_columns(self._table_schema(), schema.fieldNames())
+        check_columns(self._table_schema(), schema.fieldNames(), delete_flag=True)
         return StreamSink(options, schema.fieldNames())
 
 

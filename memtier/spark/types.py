@@ -10,11 +10,11 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 from memtier.errors import InvalidArgumentError
+from memtier.hudi.deletes import DELETE_FLAG
 
 __all__ = ["check_columns", "spark_batches", "spark_schema"]
 
-#: Hudi's delete flag column (not accepted until the write tier takes deletes).
-DELETE_FLAG = "_hoodie_is_deleted"
+
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
@@ -31,14 +31,14 @@ def spark_batches(table: pa.Table, schema: StructType) -> Iterator[pa.RecordBatc
     yield from (selected if selected.schema == target else selected.cast(target)).to_batches()
 
 
-def check_columns(schema: pa.Schema, columns: list[str]) -> list[str]:
-    """The DataFrame's columns, once each is known to be one of the table's."""
-    if DELETE_FLAG in columns and DELETE_FLAG not in schema.names:
+def check_columns(schema: pa.Schema, columns: list[str], *, delete_flag: bool) -> list[str]:
+    """The DataFrame's columns, once each is known to be one of the table's (or, where
+    ``delete_flag`` allows it, Hudi's boolean ``_hoodie_is_deleted``)."""
+    if DELETE_FLAG in columns and not delete_flag and DELETE_FLAG not in schema.names:
         raise InvalidArgumentError(
-            f"the {DELETE_FLAG} column (Hudi's delete flag) is not supported by memtier's write "
-            "path yet; write deletes with a backfill's operation=delete"
+            f"a backfill takes no {DELETE_FLAG} column: write deletes with option operation=delete"
         )
-    unknown = [c for c in columns if c not in schema.names]
+    unknown = [c for c in columns if c not in schema.names and not (delete_flag and c == DELETE_FLAG)]
     if unknown:
         raise InvalidArgumentError(f"columns {unknown} are not in the table {schema.names}")
     return columns

@@ -225,14 +225,30 @@ def test_stream_sink_failed_and_replayed_batches_land_exactly_once(
     assert hudi_rs_read(path).select(SCHEMA.names).sort_by("id").equals(expected)
 
 
-def test_stream_sink_rejects_columns_the_table_lacks(cluster: RpcCluster, spark: Any, tmp_path: Path) -> None:
+def test_stream_sink_deletes_rows_flagged_by_hoodie_is_deleted_and_rejects_unknown_columns(
+    cluster: RpcCluster, spark: Any, tmp_path: Path
+) -> None:
+    client = cluster.client()
     table = new_table(cluster)
-    df = spark.readStream.format("rate").load().selectExpr(
-        "value AS id", "value AS ts", "'ams' AS city", "1.0D AS v", "false AS _hoodie_is_deleted")
-    query = df.writeStream.format("memtier").option("table", table).option(
-        "checkpointLocation", str(tmp_path / "c")).start()
+    source = tmp_path / "in"
+    first = rows(range(0, 50), 1)
+    flagged = pa.Table.from_pylist(
+        [{**r, "_hoodie_is_deleted": r["id"] < 10} for r in rows(range(0, 20), 2).to_pylist()])
+    _write_input(source, "part-0", first.append_column("_hoodie_is_deleted", pa.array([False] * 50)))
+    _write_input(source, "part-1", flagged)
+    df = spark.readStream.schema(spark.read.parquet(str(source)).schema).option(
+        "maxFilesPerTrigger", 1).parquet(str(source))
+    df.writeStream.format("memtier").option("table", table).option(
+        "checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start().awaitTermination()
+    kept = model_of(first, rows(range(10, 20), 2))
+    assert client.read(table, "committed").sort_by("id").equals(
+        kept.filter(pa.compute.greater_equal(kept["id"], 10)))
+
+    query = spark.readStream.format("rate").load().selectExpr(
+        "value AS id", "value AS ts", "'ams' AS city", "1.0D AS v", "'red' AS colour").writeStream.format(
+        "memtier").option("table", table).option("checkpointLocation", str(tmp_path / "c2")).start()
     try:
-        with pytest.raises(Exception, match="_hoodie_is_deleted"):
+        with pytest.raises(Exception, match="colour"):
             query.awaitTermination(120)
     finally:
         query.stop()
