@@ -47,6 +47,8 @@ NAMESPACE = "memtier"
 MASTER_NAME = "memtier-master"
 #: How often an idle table-service actor asks the master for work.
 _SERVICE_POLL_S = 0.5
+#: How much lower than the table servers the pool's processes are scheduled (nice(2)).
+_POOL_NICENESS = 10
 
 
 def _import_ray() -> Any:
@@ -180,9 +182,12 @@ class TableServerShell:
 
 class TableServiceShell:
     """A table-service actor: a :class:`ServiceWorker` taking compactions, clusterings
-    and cleans from the master, on the CPUs this actor reserved."""
+    and cleans from the master, on the CPUs this actor reserved. Ray's reservation is
+    bookkeeping, not isolation: where the pool shares cores with table servers, its
+    process runs at a lower scheduling priority so that write acknowledgements win."""
 
     def __init__(self, worker_id: str, master_location: str, cluster: Mapping[str, str]) -> None:
+        os.nice(_POOL_NICENESS)
         config = load(ClusterConfig, cluster)
         self.worker = ServiceWorker(worker_id, MasterProxy(master_location, token=config.token))
         self.worker.start()

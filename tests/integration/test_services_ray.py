@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -144,3 +145,16 @@ def test_the_pool_compacts_while_a_stream_writes_into_the_same_file_groups_and_l
     client.flush("stream")  # the Hudi files alone (base files compacted meanwhile, logs) hold it all
     files = HudiTable.open(path).read(columns=["id", "ts"])
     assert sorted(zip(*(files.column(c).to_pylist() for c in ("id", "ts")), strict=True)) == expected
+
+
+def _nice_values(pid: int) -> set[int]:
+    """The scheduling niceness of every thread of a process."""
+    values = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        values.add(int((task / "stat").read_text().rsplit(")", 1)[1].split()[16]))
+    return values
+
+
+def test_pool_actors_run_at_a_lower_priority_than_table_servers(cluster) -> None:
+    pids = cluster.pids()
+    assert max(_nice_values(pids["svc-0"])) > max(_nice_values(pids["ts-0"]))
