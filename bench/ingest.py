@@ -4,7 +4,7 @@
         [--threads 4] [--buckets 1,4,16] [--rounds 3] [--paced-seconds 10]
         [--budget 64MB] [--budget-factor 10]
         [--drain-seconds 120] [--peer-batches 100] [--visible-batches 20]
-        [--pk-python-batches 30] [--no-peers]
+        [--pk-python-batches 30] [--no-peers] [--memory-only]
 
 Same batches (``bench.batches.make_batches``: 5 columns, 10,000 rows), same disk, one run:
 
@@ -34,7 +34,8 @@ Same batches (``bench.batches.make_batches``: 5 columns, 10,000 rows), same disk
 5. memory: a third cluster whose table server has ``tableserver.memory-budget=--budget``
    ingests ``--budget-factor`` times that (the batches cycled) and then waits until its
    flushes have caught up, while a sampler asks the table server for ``memory_used`` and
-   its unflushed bytes, and reads the process RSS, every 10 ms;
+   its unflushed bytes, and reads the process RSS, every 10 ms (``RSS idle``: before the
+   ingest; ``--memory-only`` runs this test alone, with 1 bucket);
 6. visibility for the comparison: after a ``--peer-batches`` ingest, ``--visible-batches``
    lockstep batches with a reader process, as for the peers (``bench/freshness.py``).
 
@@ -328,6 +329,36 @@ def table_rows(results: Sequence[dict[str, Any]]) -> list[list[Any]]:
     return rows
 
 
+MEMORY_HEADER = ["memory: budget MB", "written MB", "rows/s", "memory_used max MB",
+                 "memory_peak MB", "peak/budget", "unflushed max MB", "drain s",
+                 "RSS anon max MB", "RSS file max MB", "RSS idle MB", "(RSS max - idle)/budget",
+                 "ack p50 ms", "ack p99 ms"]
+
+
+def memory_row(memory: dict[str, Any]) -> list[Any]:
+    return [memory["budget"] / 1e6, memory["written_bytes"] / 1e6, memory["rows_per_s"],
+            memory["used_max"] / 1e6, memory["memory_peak"] / 1e6,
+            round(memory["memory_peak"] / memory["budget"], 3),
+            memory["unflushed_max"] / 1e6, memory["drain_s"], memory["anon_max"] / 1e6,
+            memory["file_max"] / 1e6, memory["rss_idle"] / 1e6,
+            round((memory["rss_max"] - memory["rss_idle"]) / memory["budget"], 3),
+            memory["ack_p50_ms"], memory["ack_p99_ms"]]
+
+
+def print_memory(memory: dict[str, Any]) -> None:
+    print_table(MEMORY_HEADER, [memory_row(memory)])
+
+
+def memory_only(args: argparse.Namespace, batches: Sequence[pa.RecordBatch]) -> None:
+    """Only the memory test (1 bucket, ``--threads`` clients): bench/results/ingest-memory.json."""
+    with scratch_dir(args.dir) as root, start_local(
+        str(root), table_servers=1, config={"tableserver.memory-budget": args.budget, **NO_POOL}
+    ) as cluster:
+        memory = memory_bound(cluster, batches, 1, args.threads, args.budget_factor,
+                              args.drain_seconds)
+    report("ingest-memory", MEMORY_HEADER, [memory_row(memory)], {"memory": memory})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=None,
@@ -348,8 +379,13 @@ def main() -> None:
     parser.add_argument("--visible-batches", type=int, default=20)
     parser.add_argument("--pk-python-batches", type=int, default=30)
     parser.add_argument("--no-peers", action="store_true", help="skip deltalake and pypaimon")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="run only the memory test (step 5), with 1 bucket")
     args = parser.parse_args()
     buckets = [int(b) for b in args.buckets.split(",")]
+    if args.memory_only:
+        memory_only(args, make_batches(args.batches, args.rows_per_batch))
+        return
 
     batches = make_batches(max(args.batches, args.peer_batches + args.visible_batches),
                            args.rows_per_batch)
@@ -397,17 +433,7 @@ def main() -> None:
                                  "rows_per_s", "writes", "ack_p50_ms", "ack_p99_ms",
                                  "late_max_ms", "ts_cpu_ms")] for p in pace])
     print()
-    print_table(["memory: budget MB", "written MB", "rows/s", "memory_used max MB",
-                 "memory_peak MB", "peak/budget", "unflushed max MB", "drain s",
-                 "RSS anon max MB", "RSS file max MB", "RSS idle MB", "(RSS max - idle)/budget",
-                 "ack p50 ms", "ack p99 ms"],
-                [[memory["budget"] / 1e6, memory["written_bytes"] / 1e6, memory["rows_per_s"],
-                  memory["used_max"] / 1e6, memory["memory_peak"] / 1e6,
-                  round(memory["memory_peak"] / memory["budget"], 3),
-                  memory["unflushed_max"] / 1e6, memory["drain_s"], memory["anon_max"] / 1e6,
-                  memory["file_max"] / 1e6, memory["rss_idle"] / 1e6,
-                  round((memory["rss_max"] - memory["rss_idle"]) / memory["budget"], 3),
-                  memory["ack_p50_ms"], memory["ack_p99_ms"]]])
+    print_memory(memory)
     print()
     load_after = os.getloadavg()
     steal, total = (after - before for after, before in zip(cpu_ticks(), ticks_before, strict=True))

@@ -648,7 +648,10 @@ class TableServer:
                     work.append((group, ready))
             if not work:
                 return None, False
-            transient = FLUSH_COPIES * taken  # taken from the budget while flushing
+            # taken from the budget while flushing: the copies, and evicted blocks read back
+            transient = FLUSH_COPIES * taken + sum(
+                b.nbytes for _, blocks in work for b in blocks if not b.resident
+            )
             self._admit(transient)
             try:
                 flushed = [FlushedBlock(g.key.partition, g.key.file_id, b[-1].block_id) for g, b in work]
