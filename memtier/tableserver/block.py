@@ -1,8 +1,8 @@
 """A block: an append-only run of record batches of one file group.
 
-Frames are appended to the table's WAL stream first (durable on return, one sync shared
-with the other file groups' frames) and to memory second, as the Arrow IPC message the
-stream holds (the batch reads it without a copy). Sealing closes the block for good and
+Frames are queued on the table's WAL stream (one sync shared with the other file groups'
+frames of the write, and with concurrent writes) and added to memory in the same order;
+reads see a frame once its append is durable. Sealing closes the block for good and
 writes its own block file in the background, from memory; once that file exists the
 block may be *evicted* (its frames dropped from memory and read back from the file when a
 reader or a flush needs them). A block recovered from its file has no stream.
@@ -42,8 +42,6 @@ class Frame:
     producer_id: bytes
     producer_seq: int
     batch: pa.RecordBatch
-    #: The batch as the WAL holds it (the batch references it), for the block file.
-    payload: pa.Buffer | None = field(default=None, compare=False, repr=False)
     #: The stream append making it durable, while that may still be running.
     ack: PendingAppend | None = field(default=None, compare=False, repr=False)
     _ranges: dict[str, tuple[Any, Any]] = field(default_factory=dict, compare=False, repr=False)
@@ -143,16 +141,16 @@ class Block:
         assert stream is not None and self._frames is not None
         if not all(f.ack is None or f.ack.durable() for f in self._frames):
             raise WalWriteFailedError(f"{self.path}: a frame of the block never became durable")
-        frames = [
+        frames = (  # encoded one at a time, as written
             FramePayload(
-                f.payload if f.payload is not None else frame_payload(self.header.schema, f.batch),
+                frame_payload(self.header.schema, f.batch),
                 f.batch.num_rows,
                 f.txn_id,
                 f.producer_id,
                 f.producer_seq,
             )
             for f in self._frames
-        ]
+        )
         try:
             write_block_file(self._fileio, self.path, self.header, frames, int(time.time() * 1000))
         except Exception:

@@ -391,9 +391,10 @@ class TableServer:
                      for b, (_, batch, p) in zip(blocks, fresh, strict=True)],
                     txn_id=txn_id, producer_id=producer_id, producer_seq=producer_seq,
                 )
-                for block, (group, batch, payload) in zip(blocks, fresh, strict=True):
-                    held = pa.ipc.read_record_batch(payload, schema)  # references the payload
-                    frame = Frame(txn_id, producer_id, producer_seq, held, payload, pending)
+                for block, (group, batch, _) in zip(blocks, fresh, strict=True):
+                    # memory keeps the batch, not the payload (decoding an IPC message costs
+                    # more than encoding it again for the block file)
+                    frame = Frame(txn_id, producer_id, producer_seq, batch, ack=pending)
                     group.add(block, frame, batch.nbytes)
                     rows += batch.num_rows
                     added += batch.nbytes

@@ -54,7 +54,7 @@ import enum
 import functools
 import struct
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -355,28 +355,28 @@ class FramePayload:
 
 
 def encode_block_file(
-    header: WalHeader, frames: list[FramePayload], sealed_ms: int
-) -> list[Any]:
-    """A whole sealed block file (header, frames, seal) as buffers to write in order; it
-    is published at once, so every record's sync mark is its own offset."""
-    parts: list[Any] = [encode_header(header)]
-    offset = len(parts[0])
+    header: WalHeader, frames: Iterable[FramePayload], sealed_ms: int
+) -> Iterator[Any]:
+    """A whole sealed block file (header, frames, seal) as buffers to write in order (a
+    frame's payload is needed only while it is written); it is published at once, so
+    every record's sync mark is its own offset."""
+    first = encode_header(header)
+    yield first
+    offset, count, rows = len(first), 0, 0
     for frame in frames:
-        parts += [
-            frame_record(
-                header.crc_seed,
-                frame.payload,
-                txn_id=frame.txn_id,
-                producer_id=frame.producer_id,
-                producer_seq=frame.producer_seq,
-                sync_mark=offset,
-            ),
+        yield frame_record(
+            header.crc_seed,
             frame.payload,
-        ]
+            txn_id=frame.txn_id,
+            producer_id=frame.producer_id,
+            producer_seq=frame.producer_seq,
+            sync_mark=offset,
+        )
+        yield frame.payload
         offset += RECORD_HEADER_SIZE + frame.payload.size
-    seal = WalSeal(len(frames), sum(f.rows for f in frames), sealed_ms)
-    parts.append(encode_seal(header, seal, sync_mark=offset))
-    return parts
+        count += 1
+        rows += frame.rows
+    yield encode_seal(header, WalSeal(count, rows, sealed_ms), sync_mark=offset)
 
 
 def encode_seal(header: WalHeader, seal: WalSeal, *, sync_mark: int) -> bytes:

@@ -264,7 +264,7 @@ class WalStream:
 
 
 def write_block_file(
-    fileio: FileIO, path: str, header: WalHeader, frames: list[FramePayload], sealed_ms: int
+    fileio: FileIO, path: str, header: WalHeader, frames: Iterable[FramePayload], sealed_ms: int
 ) -> bool:
     """Publish ``header``'s whole sealed block file at once; False if it exists already."""
     try:
