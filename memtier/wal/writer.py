@@ -1,7 +1,10 @@
 """Durable, group-committed appends to WAL files.
 
 One :class:`GroupCommitter` serves every WAL file of a table server; one :class:`WalWriter`
-appends to one block's WAL from any number of threads.
+appends to one WAL file from any number of threads: a block file (version-1 blocks resumed
+after recovery, tests), or a segment of a table's WAL stream (:mod:`memtier.wal.stream`,
+which queues a write's frames as one append and waits for it after releasing its locks:
+:class:`PendingAppend`).
 
 Group commit is leader/follower per file. An append encodes its frame outside any lock,
 queues it (which fixes its offset), and then either becomes the leader (no commit is
