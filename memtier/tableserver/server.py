@@ -113,6 +113,7 @@ class _Table:
     file_ids: dict[tuple[str, int], str] = field(default_factory=dict)  # from the Hudi table
     flushed: dict[FileGroupKey, int] = field(default_factory=dict)  # last block in the table
     flush_lock: threading.Lock = field(default_factory=threading.Lock)
+    publish: threading.Lock = field(default_factory=threading.Lock)  # a flush's completion vs reads
     acknowledged: Tally = field(default_factory=lambda: Tally())
 
 
@@ -511,22 +512,25 @@ class TableServer:
         names = names if DELETE_FLAG in names else [*names, DELETE_FLAG]
         schema = pa.schema([stored.field(n) for n in names])
         batches, partitions, file_ids = [], [], []
-        for key in sorted(t.groups):
-            if wanted is not None and bucket_or_none(key.file_id) not in wanted:
-                continue
-            for block in list(t.groups[key].blocks):
-                if not block.missing_from(as_of_instant):
+        with t.publish:  # a flush completing now: its blocks are flushed or not, as for the plan
+            missing = [
+                (key, block)
+                for key in sorted(t.groups)
+                if wanted is None or bucket_or_none(key.file_id) in wanted
+                for block in list(t.groups[key].blocks)
+                if block.missing_from(as_of_instant)
+            ]
+        for key, block in missing:
+            for frame in block.frames():
+                if snapshot is not None and not snapshot.visible(
+                    frame.txn_id, committed_only=committed_only
+                ):
                     continue
-                for frame in block.frames():
-                    if snapshot is not None and not snapshot.visible(
-                        frame.txn_id, committed_only=committed_only
-                    ):
-                        continue
-                    if not all(frame.may_hold(c, v) for c, v in pinned.items()):
-                        continue
-                    batches.append(frame.batch.select(names))
-                    partitions.append((key.partition, frame.batch.num_rows))
-                    file_ids.append((key.file_id, frame.batch.num_rows))
+                if not all(frame.may_hold(c, v) for c, v in pinned.items()):
+                    continue
+                batches.append(frame.batch.select(names))
+                partitions.append((key.partition, frame.batch.num_rows))
+                file_ids.append((key.file_id, frame.batch.num_rows))
         data = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
         data = data.append_column(PARTITION_COLUMN, _repeated(partitions)).append_column(
             FILE_ID_COLUMN, _repeated(file_ids)
@@ -656,13 +660,18 @@ class TableServer:
             self._admit(transient)
             try:
                 flushed = [FlushedBlock(g.key.partition, g.key.file_id, b[-1].block_id) for g, b in work]
-                instant, moved = self._commit_flush(t, [self._rows(t, g, b, snapshot) for g, b in work], flushed)
+
+                def published(instant: str) -> None:
+                    for group, blocks in work:
+                        for block in blocks:
+                            block.mark_flushed(instant)
+                        t.flushed[group.key] = blocks[-1].block_id
+
+                instant, moved = self._commit_flush(
+                    t, [self._rows(t, g, b, snapshot) for g, b in work], flushed, published
+                )
             finally:
                 self.memory.release(transient)
-            for group, blocks in work:
-                for block in blocks:
-                    block.mark_flushed(instant)
-                t.flushed[group.key] = blocks[-1].block_id
             for partition, file_id in moved:
                 bucket = bucket_or_none(file_id)
                 if bucket is not None:
@@ -680,12 +689,14 @@ class TableServer:
                 pa.Table.from_batches(batches, schema=group.schema))
 
     def _commit_flush(
-        self, t: _Table, work: list[tuple[FlushGroup, pa.Table]], flushed: list[FlushedBlock]
+        self, t: _Table, work: list[tuple[FlushGroup, pa.Table]], flushed: list[FlushedBlock],
+        published: Callable[[str], None],
     ) -> tuple[str, list[tuple[str, str]]]:
         """One deltacommit through the master: requested, inflight (naming the files the
         flusher plans), files written durably by the flusher, completed with the flushed
-        blocks recorded in it. The instant, and the file groups written (a bucket a
-        clustering moved to a new file group goes there)."""
+        blocks recorded in it, and ``published(instant)`` (the blocks marked flushed) at
+        once for readers of this server. The instant, and the file groups written (a
+        bucket a clustering moved to a new file group goes there)."""
         work = [(g, rows) for g, rows in work if rows.num_rows]
         touched = [(g.partition, g.file_id) for g, _ in work]
         instant = self._master.begin_commit(t.name, "deltacommit", owner=self.server_id, file_groups=touched)
@@ -695,7 +706,9 @@ class TableServer:
 
         try:
             plan, stats = self.flusher.run(t.meta, instant, [g for g, _ in work], [r for _, r in work], planned)
-            self._master.complete_flush(t.name, instant, stats, flushed)
+            with t.publish:  # no read sees the instant's rows both in its files and in blocks
+                self._master.complete_flush(t.name, instant, stats, flushed)
+                published(instant)
         except BaseException:
             log.exception("flush %s of %s failed; rolling it back", instant, t.name)
             try:

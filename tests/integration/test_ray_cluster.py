@@ -78,12 +78,12 @@ def test_table_server_processes_start_with_the_allocator_settings(cluster: objec
         assert {f"{k}={v}".encode() for k, v in PROCESS_ENV.items()} <= set(environ), name
 
 
-@pytest.mark.parametrize(("seed", "deletes"), [(11, False), (12, False), (13, True)])
-def test_random_scenarios_on_ray_actors(cluster: object, seed: int, deletes: bool) -> None:
+@pytest.mark.parametrize(("seed", "kind"), [(11, "keyed"), (12, "keyed"), (13, "deletes"), (14, "keyless")])
+def test_random_scenarios_on_ray_actors(cluster: object, seed: int, kind: str) -> None:
     table = f"scenario_{seed}_{uuid.uuid4().hex[:6]}"
     path = join(cluster.path, "tables", table)  # type: ignore[attr-defined]
-    ops = random_ops(random.Random(seed), 25, SERVERS, deletes=deletes)
-    run_scenario(RayHarness(cluster), table, path, ops)
+    ops = random_ops(random.Random(seed), 25, SERVERS, deletes=kind == "deletes")
+    run_scenario(RayHarness(cluster), table, path, ops, keyless=kind == "keyless")
 
 
 def _stream(client: object, table: str, stop: threading.Event, acked: list[int], errors: list[BaseException]) -> None:
