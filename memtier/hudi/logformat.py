@@ -372,26 +372,16 @@ def _branch_name(branch: str | dict) -> str:
     return branch if isinstance(branch, str) else branch["logicalType"]
 
 
-# A zero in each orderingVal branch ("delete in commit order"), by the branch's Avro type;
-# a decimal zero is one zero byte, as Java cannot read an empty BigInteger.
-_ZERO = {
-    "null": b"",
-    "int": b"\x00",
-    "long": b"\x00",
-    "float": bytes(4),
-    "double": bytes(8),
-    "bytes": b"\x00",
-    "string": b"\x00",
-    "decimal": b"\x02\x00",
-}
+# A delete in commit order, as Apache Hudi writes it whatever the ordering field's type:
+# the integer 0 (Java 1.0's union of wrapper records has IntWrapper at index 2, which the
+# plain union above, hudi-rs's, reads as the long 0). A zero of another branch is not one:
+# Java reads those bytes as another type (index 1 is its BooleanWrapper) and fails.
+_COMMIT_ORDER = avro_long(2) + b"\x00"
 
 
 def _zero_ordering(name: str) -> bytes:
-    """The orderingVal union bytes of a zero in the branch named ``name``."""
-    index = [_branch_name(b) for b in _ORDERING_BRANCHES].index(name)
-    branch = _ORDERING_BRANCHES[index]
-    physical = branch if isinstance(branch, str) else branch["type"]
-    return avro_long(index) + _ZERO["decimal" if name == "decimal" else physical]
+    """The orderingVal union bytes of a delete in commit order (null without an ordering field)."""
+    return avro_long(0) if name == "null" else _COMMIT_ORDER
 
 
 def _ordering_branch(ordering_type: pa.DataType | None) -> str:

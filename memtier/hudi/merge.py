@@ -190,6 +190,13 @@ def _zero_ordering(values: pa.Array) -> np.ndarray:
     return zero
 
 
+def _commit_order_as_null(values: pa.Array) -> pa.Array:
+    """Delete ordering values with the deletes in commit order made null, before a cast to
+    the ordering field's type turns Hudi's integer zero into a string or float zero."""
+    zero = _zero_ordering(values)
+    return pc.if_else(pa.array(zero), pa.scalar(None, values.type), values) if zero.any() else values
+
+
 @dataclass(frozen=True)
 class _Events:
     """Every record and delete of a log, in log order (position): its key, ordering
@@ -225,7 +232,7 @@ class _Events:
                 keys.append(_key_array(entry.deleted_keys, key_type))
                 given = entry.deleted_ordering
                 orderings.append(pa.nulls(n, like) if given is None or ordering_type is None
-                                 else _key_array(given, ordering_type))
+                                 else _key_array(_commit_order_as_null(given), ordering_type))
                 deleting.append(np.ones(n, bool))
                 positions.append(_positions(i, n))
                 rows.append(np.full(n, -1))

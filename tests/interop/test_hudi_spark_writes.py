@@ -19,7 +19,7 @@ from memtier.errors import UnsupportedTableError
 from memtier.hudi import HudiTable
 from tests.interop.test_hudi_rs_reads_ours import make_row, to_arrow
 from tests.interop.test_hudi_spark_reads_ours import data, expected
-from tests.support.hudi_spark import HudiSpark, writer_options
+from tests.support.hudi_spark import HudiSpark, HudiSparkError, writer_options
 from tests.support.inprocess import InProcessCluster
 from tests.support.model import TableModel
 
@@ -161,3 +161,26 @@ def test_the_tier_writes_into_a_bucket_index_table_hudi_created(
     finally:
         cluster.close()
 
+
+
+def test_hudi_1_0_2_fails_on_a_key_reinserted_after_a_delete_in_the_logs(hudi_spark: HudiSpark, tmp_path) -> None:
+    """Hudi 1.0.2's default (file-group) reader of its own merge-on-read table, whose logs
+    hold a delete and then an upsert of the same key, fails with a ClassCastException
+    (the delete's ordering value is an Integer, the long field's a Long); its older reader
+    (hoodie.file.group.reader.enabled=false), memtier and the model agree on the rows.
+    README, Interoperability."""
+    layout = Layout("MERGE_ON_READ", 6, BUCKETS)
+    path = str(tmp_path / "reinserted")
+    rng = random.Random(11)
+    model = TableModel(("id",), "version", layout.partitions, buckets=BUCKETS)
+    steps = [("upsert", [make_row(rng, k, 1) for k in range(10)]),
+             ("delete", [make_row(rng, k, 0) for k in (1, 2)]),
+             ("upsert", [make_row(rng, k, 2) for k in (1, 2, 3)])]
+    for number, (kind, batch) in enumerate(steps, start=1):
+        hudi_spark.write(path, to_arrow(batch), options(layout, "reinserted", kind))
+        (model.delete if kind == "delete" else model.upsert)(number, batch)
+    with pytest.raises(HudiSparkError, match="ClassCastException"):
+        hudi_spark.read(path)
+    older = hudi_spark.read_with(path, {"hoodie.file.group.reader.enabled": "false"})
+    assert data(older) == expected(model)
+    assert data(HudiTable.open(path).read()) == expected(model)
