@@ -24,6 +24,7 @@ import pyarrow as pa
 from memtier.client import Client
 from memtier.hudi import HudiTable
 from tests.support.hudirs import hudi_rs_read, rows
+from tests.support.waiting import wait_until
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("p", pa.string()), ("v", pa.string())])
 COLUMNS = SCHEMA.names
@@ -231,5 +232,10 @@ def run_scenario(
     expected = model.committed()
     assert rows(client.read(table), COLUMNS) == model.latest() == expected
     assert rows(HudiTable.open(path).read(), COLUMNS) == expected
+    # hudi-rs 0.5 sometimes misreads a table while a compaction the pool runs is pending
+    # (rows mixing versions; memtier's reader of the same files is right, and hudi-rs is
+    # once the compaction completed), so it reads after the table services settle
+    wait_until(lambda: not client.status()["tables"][table]["services"]["tasks"],
+               f"the table services of {table} to finish", timeout=180)
     assert rows(hudi_rs_read(path), COLUMNS) == expected
     return model
