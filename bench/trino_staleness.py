@@ -5,12 +5,14 @@ table-service policy, against memtier's own reads in the same run.
 
 A local cluster (one table server and the default table-service pool; default settings
 but ``catalog.file-metastore``, so the master keeps a real Trino server's metastore
-current) and one table of ``--buckets`` buckets. A writer upserts ``--rows-per-batch``
-rows every ``--interval`` seconds, cycling over ``--keys`` keys, each row's ``ts`` the
-wall-clock milliseconds of its write. Every ``--probe-interval`` seconds Trino runs
+current) and one table of ``--buckets`` buckets, ``--preload`` rows written and flushed
+first (the size of the base files the policy weighs the logs against). A writer then
+upserts ``--rows-per-batch`` rows every ``--interval`` seconds, cycling over the first
+``--keys`` keys, each row's ``ts`` the wall-clock milliseconds of its write. Every ``--probe-interval`` seconds Trino runs
 ``SELECT max(ts)`` over the read-optimized table (base files: what its Hudi connector
 reads) and memtier ``client.read`` the same: the lag of a probe is the probe's time minus
-that newest ``ts``, i.e. how old the newest write the reader sees is. Trino's lag is the
+that newest ``ts`` (the stream's start while none of it shows), i.e. how old the newest
+write the reader sees is. Trino's lag is the
 flush, the policy's wait for enough log files and the compaction; memtier's is its read.
 """
 
@@ -61,6 +63,7 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.1, help="seconds between writes")
     parser.add_argument("--probe-interval", type=float, default=1.0)
     parser.add_argument("--buckets", type=int, default=2)
+    parser.add_argument("--preload", type=int, default=0, help="rows written and flushed before the stream")
     args = parser.parse_args()
 
     from memtier.cluster import start_local
@@ -73,10 +76,15 @@ def main() -> None:
         ) as cluster:
             client = cluster.client()
             client.create_table("t", BENCH_SCHEMA, record_key="key", ordering_field="ts", buckets=args.buckets)
+            for start in range(0, args.preload, 200_000):
+                client.write("t", bench_table(min(200_000, args.preload - start), seed=start,
+                                              keys=np.arange(start, min(start + 200_000, args.preload))))
+            if args.preload:
+                client.flush("t")
             stop = threading.Event()
             writer = threading.Thread(target=_writer, args=(client, stop, args.keys, args.rows_per_batch,
                                                             args.interval), daemon=True)
-            started = time.monotonic()
+            started, stream_start = time.monotonic(), _now_ms()
             writer.start()
             try:
                 while time.monotonic() - started < args.seconds:
@@ -87,9 +95,8 @@ def main() -> None:
                     }
                     now = _now_ms()
                     if probe - started >= args.warmup:
-                        for reader, newest in seen.items():
-                            if newest is not None:
-                                lags[reader].append((now - newest) / 1000)
+                        for reader, newest in seen.items():  # none of the stream seen: all of it lags
+                            lags[reader].append((now - max(newest or 0, stream_start)) / 1000)
                     time.sleep(max(0.0, args.probe_interval - (time.monotonic() - probe)))
             finally:
                 stop.set()
@@ -100,7 +107,7 @@ def main() -> None:
         rows = [[reader, len(values), round(statistics.median(values), 2), round(_percentile(values, 0.99), 2),
                  round(max(values), 2)] for reader, values in lags.items() if values]
         report("trino_staleness", ["reader", "probes", "lag p50 s", "lag p99 s", "lag max s"], rows,
-               {"seconds": args.seconds, "warmup": args.warmup, "keys": args.keys,
+               {"seconds": args.seconds, "warmup": args.warmup, "keys": args.keys, "preload": args.preload,
                 "rows_per_batch": args.rows_per_batch, "interval": args.interval, "buckets": args.buckets,
                 "flushes": flushes, "compactions": compactions})
         print(f"{flushes} flushes and {compactions} compactions (the default policy) during the run")
