@@ -317,7 +317,7 @@ def _check_with_hudi_rs(path: str, served: pa.Table, console: Console) -> int:
     console.step(f"the Hudi table is at {path}")
     console.note(f'hudi-rs: HudiTableBuilder.from_base_uri("{path}").build().read(HudiReadOptions())')
     console.note(f'Spark:   spark.read.format("hudi").load("{path}")   (with the Hudi Spark bundle)')
-    console.note("Trino:   register it in a Hive metastore; Trino's Hudi connector reads its base files"
-                 " (read-optimized), the hudi-trino connector merges the logs too")
+    console.note(f"Trino:   memtier sync-catalog --path {path} --metastore DIR  (registers it, prints the"
+                 " catalog file; Trino's Hudi connector reads the base files: the read-optimized view)")
     return 0 if same else 1
 
