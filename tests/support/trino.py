@@ -34,6 +34,7 @@ VERSION = os.environ.get("MEMTIER_TRINO_VERSION", "476")
 SERVER_HOME = REPO / ".cache" / "trino" / f"trino-server-{VERSION}"
 MIN_JAVA = 24  # Trino 476 runs on Java 24 and later
 START_DEADLINE_S = 240.0
+NO_WORKER_WAIT_S = 60.0
 CATALOG = "memtier"
 FETCH_HINT = "run scripts/fetch_trino.sh (scripts/setup.sh does)"
 
@@ -69,15 +70,24 @@ class TrinoServer:
     metastore: str  # the file metastore directory of the ``memtier`` catalog
 
     def query(self, sql: str, *, schema: str = "default") -> list[list[Any]]:
-        """Run ``sql`` in catalog ``memtier`` and return every row."""
+        """Run ``sql`` in catalog ``memtier`` and return every row. A query that finds no
+        worker is retried for a while: on a loaded machine the server's announcement of
+        itself as a worker can lag (at start, or when a heartbeat came late)."""
         import trino
 
-        with contextlib.closing(trino.dbapi.connect(
-            host="127.0.0.1", port=self.port, user="memtier", catalog=CATALOG, schema=schema,
-        )) as connection:
-            cursor = connection.cursor()
-            cursor.execute(sql)
-            return cursor.fetchall()
+        deadline = time.monotonic() + NO_WORKER_WAIT_S
+        while True:
+            try:
+                with contextlib.closing(trino.dbapi.connect(
+                    host="127.0.0.1", port=self.port, user="memtier", catalog=CATALOG, schema=schema,
+                )) as connection:
+                    cursor = connection.cursor()
+                    cursor.execute(sql)
+                    return cursor.fetchall()
+            except trino.exceptions.TrinoQueryError as e:
+                if e.error_name != "NO_NODES_AVAILABLE" or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.5)  # polling interval while the worker (re)announces itself
 
     def info(self) -> dict[str, Any]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/info", timeout=5) as response:
