@@ -47,10 +47,6 @@ class HiveTable:
     input_format: str
     parameters: tuple[tuple[str, str], ...]
 
-    @property
-    def read_optimized(self) -> bool:
-        return self.input_format == READ_OPTIMIZED_INPUT
-
 
 def hive_tables(meta: TableMeta, name: str, location: str) -> list[HiveTable]:
     """The metastore tables of a Hudi table: ``name`` for copy-on-write; ``name_ro``
