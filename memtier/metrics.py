@@ -20,10 +20,10 @@ from memtier.latency import LatencyWindow
 
 __all__ = ["MetricsEndpoint", "master_metrics", "serve_metrics", "table_server_metrics"]
 
-_HISTOGRAMS = {
-    "ack": "memtier_ack_seconds: time from a write reaching the table server to its acknowledgement",
-    "wal_sync": "memtier_wal_sync_seconds: one durable WAL sync (a group commit)",
-    "flush": "memtier_flush_seconds: one flush commit (encoding, files, deltacommit)",
+_HISTOGRAMS = {  # latency name -> (metric, help)
+    "ack": ("memtier_ack_seconds", "time from a write reaching the table server to its acknowledgement"),
+    "wal_sync": ("memtier_wal_sync_seconds", "one durable WAL sync (a group commit)"),
+    "flush": ("memtier_flush_seconds", "one flush commit (encoding, files, deltacommit)"),
 }
 
 
@@ -31,7 +31,7 @@ def table_server_metrics(status: Mapping[str, Any], latencies: Mapping[str, Late
     """A table server's metrics: its status (``TableServer.status()``) and latencies."""
     server = status["server_id"]
     for name, window in latencies.items():
-        metric, help_text = _HISTOGRAMS[name].split(": ", 1)
+        metric, help_text = _HISTOGRAMS[name]
         family = HistogramMetricFamily(metric, help_text, labels=["server"])
         buckets, total = window.histogram()
         family.add_metric([server], buckets, total)

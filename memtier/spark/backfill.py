@@ -78,29 +78,37 @@ class Backfill(DataSourceArrowWriter):
         timeline = meta.timeline()
         view = FileSystemView.build(meta.io, meta.base_path, timeline)
         changes = route(meta, rows, deletes=self.operation == "delete", existing=existing_buckets(view))
-        context = TaskContext.get()
-        task = context.partitionId() if context else 0
-        token = f"{task}-{context.stageId() if context else 0}-{context.taskAttemptId() if context else 0}"
+        task, token = _write_token()
         plans = [p for p in (plan_log_write(meta, c, view.slice_for_write(c.partition_path, c.file_id),
                                             self.instant, task, token) for c in changes) if p is not None]
         ensure_partition_metadata(meta, {p.change.partition_path for p in plans}, self.instant)
         return BackfillFiles([write_file_group(meta, p, self.instant, timeline).to_dict() for p in plans])
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        stats = [WriteStat.from_dict(s) for m in messages if isinstance(m, BackfillFiles) for s in m.stats]
-        master = client_for(self.options).master
-        table = self.options.table
-        groups = sorted({(s.partition_path, s.file_id) for s in stats})
-        metadata = commit_metadata(self._meta(), stats, OPERATIONS[self.operation])
-        master.commit_inflight(table, self.instant, metadata.to_json(), file_groups=groups)
-        master.complete_commit(table, self.instant, metadata.to_json(), file_groups=groups, check_conflicts=True)
+        content, groups = self._inflight(messages)
+        client_for(self.options).master.complete_commit(
+            self.options.table, self.instant, content, file_groups=groups, check_conflicts=True
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Roll the instant back: the files finished tasks wrote are named in its
         inflight, so the rollback deletes them."""
-        stats = [WriteStat.from_dict(s) for m in messages if isinstance(m, BackfillFiles) for s in m.stats]
-        master = client_for(self.options).master
-        metadata = commit_metadata(self._meta(), stats, OPERATIONS[self.operation])
-        master.commit_inflight(self.options.table, self.instant, metadata.to_json())
-        master.abort_commit(self.options.table, self.instant)
+        self._inflight(messages)
+        client_for(self.options).master.abort_commit(self.options.table, self.instant)
 
+    def _inflight(self, messages: list[WriterCommitMessage | None]) -> tuple[bytes, list[tuple[str, str]]]:
+        """Move the instant to inflight naming every file the tasks wrote; its commit
+        metadata and the file groups it touched."""
+        stats = [WriteStat.from_dict(s) for m in messages if isinstance(m, BackfillFiles) for s in m.stats]
+        groups = sorted({(s.partition_path, s.file_id) for s in stats})
+        content = commit_metadata(self._meta(), stats, OPERATIONS[self.operation]).to_json()
+        client_for(self.options).master.commit_inflight(self.options.table, self.instant, content, file_groups=groups)
+        return content, groups
+
+
+def _write_token() -> tuple[int, str]:
+    """This task's number and Hudi write token (partition-stage-attempt), unique per attempt."""
+    context = TaskContext.get()
+    if context is None:  # run outside Spark (tests drive the steps directly)
+        return 0, "0-0-0"
+    return context.partitionId(), f"{context.partitionId()}-{context.stageId()}-{context.taskAttemptId()}"

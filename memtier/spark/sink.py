@@ -82,19 +82,18 @@ class StreamSink(DataSourceStreamArrowWriter):
         return BatchMessage(writer, name, rows, False)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        sent = [m for m in messages if isinstance(m, BatchMessage)]
-        if not sent:
-            return  # an empty micro-batch
-        client = client_for(self.options)
-        txn_id, state, _ = batch_transaction(client, self.options.table, sent[0].writer, batchId)
-        if state == "open":
-            client.master.commit_txn(txn_id)
+        self._resolve(messages, batchId, commit=True)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        self._resolve(messages, batchId, commit=False)
+
+    def _resolve(self, messages: list[WriterCommitMessage | None], batch_id: int, *, commit: bool) -> None:
+        """Commit or abort the micro-batch's transaction, if its tasks began one and it is
+        still open (no message: an empty batch, or no task got as far; a replay finds it)."""
         sent = [m for m in messages if isinstance(m, BatchMessage)]
         if not sent:
-            return  # no task got as far as its transaction; a replay finds it open
+            return
         client = client_for(self.options)
-        txn_id, state, _ = batch_transaction(client, self.options.table, sent[0].writer, batchId)
+        txn_id, state, _ = batch_transaction(client, self.options.table, sent[0].writer, batch_id)
         if state == "open":
-            client.master.abort_txn(txn_id)
+            (client.master.commit_txn if commit else client.master.abort_txn)(txn_id)

@@ -338,10 +338,11 @@ class TableServer:
             key = FileGroupKey(partition, t.file_ids.get((partition, bucket)) or bucket_file_id(bucket))
             piece = physical if rows is None else physical.take(pa.array(rows))
             pieces.append((key, piece.combine_chunks().to_batches()[0]))
-        evicted = self._admit(sum(p.nbytes for _, p in pieces))
+        nbytes = sum(p.nbytes for _, p in pieces)
+        evicted = self._admit(nbytes)
         rows = self._append(t, pieces, txn_id, producer_id, producer_seq)
         self.write_latency.add(time.perf_counter() - started)
-        t.acknowledged.add(rows, sum(p.nbytes for _, p in pieces))
+        t.acknowledged.add(rows, nbytes)
         return WriteAck(rows, batch.num_rows - rows, len(pieces), evicted)
 
     def _admit(self, incoming: int) -> int:
