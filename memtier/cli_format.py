@@ -62,6 +62,7 @@ def status_report(address: str, status: Mapping[str, Any]) -> str:
             _ack_times(s.get("writes") or {}),
             _ack_times(s.get("wal_syncs") or {}),
             _ack_times(s.get("flushes") or {}),
+            _placement(s),
         )
         for sid, s in servers.items()
     ]
@@ -80,7 +81,8 @@ def status_report(address: str, status: Mapping[str, Any]) -> str:
     txns = status["open_transactions"]
     lines = [f"memtier cluster at {address}", "", f"Table servers: {len(servers)}"]
     lines += _indent(render_table(("id", "address", "heartbeat", "memory used / budget", "used",
-                                   "write ack p50 / p99", "WAL sync p50 / p99", "flush p50 / p99"),
+                                   "write ack p50 / p99", "WAL sync p50 / p99", "flush p50 / p99",
+                                   "CPUs (flush worker)"),
                                   server_rows, right=(2, 3, 4, 5, 6, 7)))
     lines += ["", f"Tables: {len(table_rows)}"]
     if table_rows:
@@ -95,6 +97,14 @@ def status_report(address: str, status: Mapping[str, Any]) -> str:
     if served:
         lines += ["", "Prometheus metrics:"] + [f"  {who}: {url}" for who, url in served]
     return "\n".join(lines)
+
+
+def _placement(server: Mapping[str, Any]) -> str:
+    """The CPUs a table server and its flush worker run on: ``0 (1)``."""
+    cpus, flush = server.get("cpus"), server.get("flush_cpus")
+    if not cpus:
+        return "-"
+    return f"{cpus} ({flush})" if flush else cpus
 
 
 def _age(instant: str | None, now: float) -> str:

@@ -34,8 +34,10 @@ from memtier.io import join
 from memtier.master.master import Master
 from memtier.master.service import MasterProxy, MasterService
 from memtier.metrics import master_metrics, serve_metrics, table_server_metrics
+from memtier.placement import available, describe, pin, server_cpus, service_cpus
 from memtier.rpc import RpcServer
 from memtier.tableserver.memory import PROCESS_ENV, return_freed_memory
+from memtier.tableserver.flusher import ProcessFlusher
 from memtier.tableserver.server import TableServer
 from memtier.tableserver.service import TableServerProxy, TableServerService
 
@@ -131,18 +133,24 @@ class TableServerShell:
     """A table-server actor: a :class:`TableServer` served over Flight, reporting to the
     master and doing its periodic work (sealing, flushing, evicting). Heartbeats have a
     thread of their own: a flush that outlasts the heartbeat timeout (a large backlog on a
-    busy machine) must not make the master take the server for dead."""
+    busy machine) must not make the master take the server for dead. The process runs on
+    ``cluster.server-cpus``, its flush worker on ``cluster.service-cpus``."""
 
     def __init__(self, server_id: str, master_location: str, wal_root: str,
                  cluster: Mapping[str, str], server: Mapping[str, str] | None = None) -> None:
         _without_transparent_huge_pages()
         return_freed_memory()
         config = load(ClusterConfig, cluster)
+        cpus = available()
+        self.cpus = pin(server_cpus(config.server_cpus, config.service_cpus, cpus))
+        flush_cpus = service_cpus(config.service_cpus, cpus)
+        log.info("table server %s (pid %d) runs on CPUs %s, its flush worker on %s", server_id, os.getpid(),
+                 describe(self.cpus), describe(flush_cpus or self.cpus))
         self.server_id = server_id
         self._master = MasterProxy(master_location, token=config.token)
         server_config = load(TableServerConfig, server or {})
         self.server = TableServer(server_id, self._master, wal_root, config=server_config,
-                                  wal_config=load(WalConfig, server or {}))
+                                  wal_config=load(WalConfig, server or {}), flush_cpus=flush_cpus)
         self.rpc = RpcServer(TableServerService(self.server), host=config.host, token=config.token).start()
         self.metrics = serve_metrics(
             lambda: table_server_metrics(self.server.status(), self.server.latencies()), host=config.host
@@ -160,7 +168,10 @@ class TableServerShell:
         )
 
     def _heartbeat(self) -> None:
-        reply = self._master.heartbeat(self.server_id, self.server.status(), self.server.bucket_memory())
+        flush_cpus = self.server.flusher.cpus if isinstance(self.server.flusher, ProcessFlusher) else None
+        placement = {"cpus": describe(self.cpus), "flush_cpus": describe(flush_cpus) if flush_cpus else None}
+        reply = self._master.heartbeat(self.server_id, {**self.server.status(), **placement},
+                                       self.server.bucket_memory())
         if not reply.get("registered"):  # the master restarted or took us for dead
             self._register()
 
@@ -182,13 +193,16 @@ class TableServerShell:
 
 class TableServiceShell:
     """A table-service actor: a :class:`ServiceWorker` taking compactions, clusterings
-    and cleans from the master, on the CPUs this actor reserved. Ray's reservation is
-    bookkeeping, not isolation: where the pool shares cores with table servers, its
-    process runs at a lower scheduling priority so that write acknowledgements win."""
+    and cleans from the master. Ray's CPU reservation is bookkeeping, not isolation: the
+    process is pinned to ``cluster.service-cpus`` (away from the table servers), and runs
+    at a lower scheduling priority so that write acknowledgements win any core they share
+    (the table servers' flush workers, clients, or no pinning)."""
 
     def __init__(self, worker_id: str, master_location: str, cluster: Mapping[str, str]) -> None:
         os.nice(_POOL_NICENESS)
         config = load(ClusterConfig, cluster)
+        self.cpus = pin(service_cpus(config.service_cpus, available()))
+        log.info("table-service worker %s (pid %d) runs on CPUs %s", worker_id, os.getpid(), describe(self.cpus))
         self.worker = ServiceWorker(worker_id, MasterProxy(master_location, token=config.token))
         self.worker.start()
         self._stop = threading.Event()
@@ -206,6 +220,10 @@ class TableServiceShell:
 
     def completed(self) -> int:
         return self.worker.completed
+
+    def placement(self) -> str:
+        """The CPUs this actor runs on (``taskset -c`` form)."""
+        return describe(self.cpus)
 
     def pid(self) -> int:
         return os.getpid()

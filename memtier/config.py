@@ -18,6 +18,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from memtier.errors import InvalidArgumentError
+from memtier.placement import CpuSet, parse_cpus
 
 __all__ = [
     "CONFIG_CLASSES",
@@ -235,12 +236,20 @@ class TableServerConfig:
         "process: flushes are built, encoded and written by a worker process the table "
         "server owns, off the interpreter that acknowledges writes; inline: in the table server",
     )
+    flush_timeout: timedelta = setting(
+        "tableserver.flush-timeout",
+        timedelta(minutes=2),
+        parse_duration,
+        "a flush worker that has not answered a step of a flush (planning it, or writing its "
+        "files) within this long is taken for hung: killed and restarted, the flush rolled "
+        "back and retried",
+    )
 
     def __post_init__(self) -> None:
         for name in ("memory_budget", "block_max_bytes", "max_batch_rows"):
             if getattr(self, name) <= 0:
                 raise InvalidArgumentError(f"TableServerConfig.{name} must be positive")
-        for name in ("block_max_age", "flush_interval"):
+        for name in ("block_max_age", "flush_interval", "flush_timeout"):
             if getattr(self, name) <= timedelta(0):
                 raise InvalidArgumentError(f"TableServerConfig.{name} must be positive")
 
@@ -283,6 +292,21 @@ class ClusterConfig:
         None,
         str,
         "the master's address (grpc://host:port) that memtier.connect() uses by default",
+    )
+    service_cpus: CpuSet = setting(
+        "cluster.service-cpus",
+        CpuSet("auto"),
+        parse_cpus,
+        "CPUs (e.g. 1 or 2-3,6) table-service actors and flush workers are pinned to on each "
+        "node; auto: the highest-numbered quarter of a node's CPUs, at least one (one core of "
+        "two), none on a 1-CPU node; none: no pinning",
+    )
+    server_cpus: CpuSet = setting(
+        "cluster.server-cpus",
+        CpuSet("auto"),
+        parse_cpus,
+        "CPUs table servers are pinned to; auto: every CPU cluster.service-cpus does not "
+        "take; none: no pinning",
     )
 
 

@@ -745,6 +745,8 @@ class Master:
                     "wal_syncs": info.status.get("wal_syncs", {}),
                     "flushes": info.status.get("flushes", {}),
                     "metrics_url": info.status.get("metrics_url"),
+                    "cpus": info.status.get("cpus"),
+                    "flush_cpus": info.status.get("flush_cpus"),
                     "tables": info.status.get("tables", {}),
                 }
                 for s, info in sorted(self._servers.items())

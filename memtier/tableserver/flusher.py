@@ -12,8 +12,11 @@ write stats of the files, written durably). The rows come from the table server'
 Nothing acknowledged depends on the worker. If it dies mid-flush, the table server sees
 its pipe close: the flush fails, the master rolls the instant back (deleting any file the
 worker wrote), the blocks stay unflushed in memory and WAL, and the next flush starts a
-new worker. If the table server dies, the worker notices its parent gone and exits; the
-table server's successor recovers the blocks from the WAL as after any crash.
+new worker. A worker that is alive but does not answer a request within the flush
+timeout (hung, stopped, starved) is killed, and the same follows. If the table server
+dies, the worker notices its parent gone and exits; the table server's successor
+recovers the blocks from the WAL as after any crash. The worker may be pinned to CPUs of
+its own (:mod:`memtier.placement`), away from the table server's.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from memtier.errors import CommitFailedError, MemtierError
 from memtier.hudi.deletes import flagged_schema
 from memtier.hudi.tablemeta import TableMeta
 from memtier.io import open_fileio
+from memtier.placement import pin
 from memtier.rpc.codec import dumps, error_from_wire, error_to_wire, loads
 from memtier.tableserver.flush import FlushGroup, FlushJob, Planned
 
@@ -84,7 +88,7 @@ class InlineFlusher:
 class _Worker:
     """One running worker process and the two ends of its pipes."""
 
-    def __init__(self) -> None:
+    def __init__(self, cpus: frozenset[int] | None) -> None:
         request_r, self._request_w = os.pipe()
         self._reply_r, reply_w = os.pipe()
         self.process = subprocess.Popen(
@@ -93,14 +97,20 @@ class _Worker:
         )
         os.close(request_r)
         os.close(reply_w)
+        self.cpus = pin(cpus, self.process.pid)
         self.requests = Connection(self._request_w, readable=False)
         self.replies = Connection(self._reply_r, writable=False)
         self.broken = False  # its pipes failed: it is dead or dying
+        self.hung = False  # it missed a deadline and was killed
 
-    def call(self, header: dict[str, Any], tables: Sequence[pa.Table] = ()) -> Any:
+    def call(self, header: dict[str, Any], tables: Sequence[pa.Table], timeout: float) -> Any:
         """Send a request, wait for its reply: the result, or the worker's error raised.
-        A dead worker raises :class:`CommitFailedError` (the flush failed, nothing of it
-        is visible: safe to roll back and retry)."""
+        A worker that has not answered within ``timeout`` seconds is killed (its pipes then
+        fail the call). A dead worker raises :class:`CommitFailedError` (the flush failed,
+        nothing of it is visible: safe to roll back and retry)."""
+        watchdog = threading.Timer(timeout, self._kill_hung)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             self.requests.send_bytes(dumps(header))
             for table in tables:
@@ -108,14 +118,24 @@ class _Worker:
             reply = self.replies.recv_bytes()
         except (EOFError, OSError) as e:
             self.broken = True
+            self.process.kill()  # gone for sure: nothing it wrote changes after this, safe to roll back
+            self.process.wait()
+            what = f"did not answer within {timeout:g} s and was killed" if self.hung else "died mid-flush"
             raise CommitFailedError(
-                f"the flush worker (pid {self.process.pid}) died mid-flush ({type(e).__name__}: {e}); "
+                f"the flush worker (pid {self.process.pid}) {what} ({type(e).__name__}: {e}); "
                 "the flush is rolled back and its blocks flush again"
             ) from e
+        finally:
+            watchdog.cancel()
         message = loads(reply)
         if "error" in message:
             raise error_from_wire(reply)
         return message["result"]
+
+    def _kill_hung(self) -> None:
+        log.warning("flush worker (pid %d) did not answer in time; killing it", self.process.pid)
+        self.hung = True
+        self.process.kill()  # SIGKILL ends a stopped process too
 
     def alive(self) -> bool:
         return not self.broken and self.process.poll() is None
@@ -132,11 +152,13 @@ class _Worker:
 
 
 class ProcessFlusher:
-    """Flushes in a worker process, started at the first flush and again after it dies.
-    Flushes go one at a time; tables on ``memory://`` (which lives in this process only)
-    flush inline."""
+    """Flushes in a worker process, started at the first flush and again after it dies or
+    misses the ``timeout`` (seconds) of a request; pinned to ``cpus`` if given. Flushes go
+    one at a time; tables on ``memory://`` (which lives in this process only) flush inline."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout: float, *, cpus: frozenset[int] | None = None) -> None:
+        self.timeout = timeout
+        self._cpus = cpus
         self._lock = threading.Lock()
         self._worker: _Worker | None = None
         self._inline = InlineFlusher()
@@ -146,6 +168,12 @@ class ProcessFlusher:
         """The worker's process id (None before the first flush)."""
         worker = self._worker
         return worker.process.pid if worker is not None and worker.alive() else None
+
+    @property
+    def cpus(self) -> frozenset[int] | None:
+        """The CPUs the worker runs on (None before the first flush)."""
+        worker = self._worker
+        return worker.cpus if worker is not None else None
 
     def run(self, meta: TableMeta, instant: str, groups: Sequence[FlushGroup], tables: Sequence[pa.Table],
             planned: Callable[[Planned], None]) -> tuple[Planned, list[dict[str, Any]]]:
@@ -157,10 +185,10 @@ class ProcessFlusher:
                 result = worker.call({
                     "op": "plan", "path": meta.base_path, "storage_options": meta.io.storage_options,
                     "instant": instant, "groups": [[g.partition, g.file_id, g.new] for g in groups],
-                }, tables)
+                }, tables, self.timeout)
                 plan = Planned(result["metadata"], [(p, f) for p, f in result["file_groups"]])
                 planned(plan)
-                return plan, worker.call({"op": "write"})
+                return plan, worker.call({"op": "write"}, (), self.timeout)
             except CommitFailedError:
                 if not worker.alive():
                     worker.stop()
@@ -174,7 +202,7 @@ class ProcessFlusher:
             self._worker.stop()
             self._worker = None
         if self._worker is None:
-            self._worker = _Worker()
+            self._worker = _Worker(self._cpus)
         return self._worker
 
     def close(self) -> None:

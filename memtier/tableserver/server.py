@@ -144,6 +144,7 @@ class TableServer:
         wal_config: WalConfig | None = None,
         wal_storage_options: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
+        flush_cpus: frozenset[int] | None = None,
     ) -> None:
         self.server_id = server_id
         self.config = config or TableServerConfig()
@@ -167,7 +168,8 @@ class TableServer:
         self._closed = False
         self._fenced: set[int] = set()  # transactions being resolved: their writes are refused
         self.flusher: Flusher = (
-            ProcessFlusher() if self.config.flush_worker is FlushWorker.PROCESS else InlineFlusher()
+            ProcessFlusher(self.config.flush_timeout.total_seconds(), cpus=flush_cpus)
+            if self.config.flush_worker is FlushWorker.PROCESS else InlineFlusher()
         )
 
     # == ownership =======================================================================

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from datetime import timedelta
 from collections.abc import Iterator
 
 import numpy as np
@@ -142,3 +143,30 @@ def test_a_flush_worker_killed_between_flushes_is_replaced(cluster) -> None:
     assert len(client.flush("t")) == 1
     assert server.flusher.pid not in (None, worker)
     assert rows(hudi_rs_read(_path(cluster))) == rows(client.read("t"))
+
+
+def test_a_hung_flush_worker_is_killed_at_the_deadline_and_flushing_resumes(tmp_path) -> None:
+    config = TableServerConfig(flush_worker=FlushWorker.PROCESS, flush_timeout=timedelta(seconds=2))
+    cluster = InProcessCluster(str(tmp_path), config=config)
+    server = cluster.add_server("ts-0")
+    client = cluster.client()
+    client.create_table("t", SCHEMA, record_key="id", ordering_field="ts", buckets=2)
+    try:
+        client.write("t", _batch(0, 1000, 1))
+        client.flush("t")
+        worker = server.flusher.pid
+        os.kill(worker, signal.SIGSTOP)  # alive, but never answers (a flush's rows fill its pipe)
+        client.write("t", _batch(500, 100_000, 2))
+        expected = rows(client.read("t"))
+        files = _data_files(cluster)
+        with pytest.raises(CommitFailedError, match="did not answer within 2 s and was killed"):
+            server.flush("t", seal=True)
+        assert _zombie(worker), "the hung worker is gone"
+        assert _meta(cluster).timeline().pending(None) == ()  # its flush rolled back
+        assert _data_files(cluster) == files
+        assert rows(client.read("t")) == expected  # every acknowledged row, still served
+        assert len(client.flush("t")) == 1  # a new worker flushes the same blocks
+        assert server.flusher.pid not in (None, worker)
+        assert rows(hudi_rs_read(_path(cluster))) == expected
+    finally:
+        cluster.close()

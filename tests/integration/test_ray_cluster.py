@@ -78,6 +78,38 @@ def test_table_server_processes_start_with_the_allocator_settings(cluster: objec
         assert {f"{k}={v}".encode() for k, v in PROCESS_ENV.items()} <= set(environ), name
 
 
+def _cpus_allowed(pid: int) -> str:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(line.split(":\t")[1] for line in status.splitlines() if line.startswith("Cpus_allowed_list"))
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) != 2, reason="checks the 2-CPU default placement")
+def test_the_pool_and_flush_workers_run_on_one_core_and_table_servers_on_the_other(cluster: object) -> None:
+    """The default placement on a 2-core machine (cluster.service-cpus=auto): the pool
+    actor and each flush worker on CPU 1, table servers on CPU 0; `memtier status` says so."""
+    from memtier.cli_format import status_report
+
+    client = cluster.client()  # type: ignore[attr-defined]
+    table = f"placed_{uuid.uuid4().hex[:6]}"
+    client.create_table(table, SCHEMA, record_key="id", ordering_field="ts", partition_fields="p", buckets=4)
+    keys = list(range(200))  # every bucket, so both servers flush
+    client.write(table, pa.table({"id": keys, "ts": [1] * 200, "p": [f"p{k % 2}" for k in keys],
+                                  "v": ["a"] * 200}, schema=SCHEMA))
+    client.flush(table)
+    pids = cluster.pids()  # type: ignore[attr-defined]
+    assert _cpus_allowed(pids["svc-0"]) == "1"
+    for name in (f"ts-{i}" for i in range(SERVERS)):
+        assert _cpus_allowed(pids[name]) == "0", name
+        worker = ray.get(cluster.table_servers[name].flush_worker_pid.remote())  # type: ignore[attr-defined]
+        assert worker is not None and _cpus_allowed(worker) == "1", name
+    assert ray.get(cluster.table_services["svc-0"].placement.remote()) == "1"  # type: ignore[attr-defined]
+    wait_until(lambda: all(s.get("flush_cpus") for s in client.status()["servers"].values()),
+               "the servers to report their flush workers' CPUs")
+    lines = status_report(cluster.address, client.status()).splitlines()  # type: ignore[attr-defined]
+    for name in (f"ts-{i}" for i in range(SERVERS)):
+        assert next(line for line in lines if line.strip().startswith(name)).rstrip().endswith("0 (1)")
+
+
 @pytest.mark.parametrize(("seed", "kind"), [(11, "keyed"), (12, "keyed"), (13, "deletes"), (14, "keyless")])
 def test_random_scenarios_on_ray_actors(cluster: object, seed: int, kind: str) -> None:
     table = f"scenario_{seed}_{uuid.uuid4().hex[:6]}"

@@ -13,7 +13,7 @@ STATUS = {
                  "writes": {"count": 40, "window": 40, "p50_ms": 1.234, "p99_ms": 7.5, "max_ms": 9.0},
                  "wal_syncs": {"count": 30, "window": 30, "p50_ms": 0.8, "p99_ms": 2.0, "max_ms": 3.0},
                  "flushes": {"count": 2, "window": 2, "p50_ms": 310.0, "p99_ms": 420.0, "max_ms": 420.0},
-                 "metrics_url": "http://127.0.0.1:5001/metrics"},
+                 "metrics_url": "http://127.0.0.1:5001/metrics", "cpus": "0", "flush_cpus": "1"},
         "ts-1": {"location": "grpc://127.0.0.1:4002", "heartbeat_age_s": 0.5,
                  "memory_used": 0, "memory_budget": 1 << 30, "tables": {}, "writes": {"window": 0}},
     },
@@ -58,7 +58,7 @@ def test_status_report_shows_servers_tables_and_open_transactions() -> None:
     assert text.splitlines()[0] == "memtier cluster at grpc://127.0.0.1:4000"
     server = next(line for line in text.splitlines() if "ts-0" in line)
     assert "0.2 s ago" in server and "256.0 MiB / 1.0 GiB" in server and "25.0%" in server
-    assert server.split()[-12:] == "1.2 / 7.5 ms 0.8 / 2.0 ms 310.0 / 420.0 ms".split()
+    assert server.split()[-14:] == "1.2 / 7.5 ms 0.8 / 2.0 ms 310.0 / 420.0 ms 0 (1)".split()
     idle = next(line for line in text.splitlines() if "ts-1" in line)
     assert idle.rstrip().endswith("-")  # no write yet
     orders = next(line for line in text.splitlines() if line.strip().startswith("orders"))
