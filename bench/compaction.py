@@ -4,7 +4,7 @@ connectors read of a merge-on-read table) is under the default table-service pol
 
     .venv/bin/python -m bench.compaction [--rows 2000000] [--buckets 4] [--update-fraction 0.1]
         [--log-files 2] [--repeat 3] [--staleness-seconds 120] [--warmup 20] [--rate 20000]
-        [--peak-seconds 10] [--peak-compact-rows 4000000]
+        [--peak-seconds 10] [--peak-compact-rows 4000000] [--service-cpus auto]
 
 1. compaction: a table of ``--rows`` rows in ``--buckets`` file groups (base files), then
    ``--update-fraction`` of its keys updated in ``--log-files`` deltacommits (Avro log
@@ -24,7 +24,11 @@ connectors read of a merge-on-read table) is under the default table-service pol
    10,000-row batches of fresh keys as fast as they are acknowledged for ``--peak-seconds``
    into a new table, three times (after a warm-up): alone, while the pool compacts a table of
    ``--peak-compact-rows`` rows (10% of them updated in its logs), alone again. Ratio = the
-   rate during the compaction over the mean of the two alone.
+   rate during the compaction over the mean of the two alone. Then the same 4 threads
+   paced together at half that mean, alone and during a second compaction of the table
+   (10% updated again), flushes running: acknowledgement times p50/p99. Every run on the
+   same placement (``--service-cpus``: the pool's and the flush worker's CPUs; the
+   table server gets the others; ``none``: no pinning).
 
 Prints the three tables; writes bench/results/compaction.json.
 """
@@ -48,6 +52,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.batches import percentiles_ms
 from bench.common import BENCH_SCHEMA, bench_table, print_table, report
 from memtier.client import wait_for_task
 from memtier.compaction.compact import CompactionPolicy, compact, compaction_metadata, plan_compaction
@@ -179,8 +184,11 @@ def staleness(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
             "compactions": compactions, "rows": rows, "sample_values_s": [round(s, 2) for s in samples]}
 
 
-def _ingest(cluster: Any, table: str, seconds: float, threads: int = 4) -> float:
-    """Rows/s acknowledged into a new ``table`` by ``threads`` clients writing fresh keys."""
+def _ingest(cluster: Any, table: str, seconds: float, threads: int = 4,
+            rate: float | None = None) -> dict[str, Any]:
+    """``threads`` clients write 10,000-row batches of fresh keys into a new ``table`` for
+    ``seconds``: as fast as they are acknowledged, or together at ``rate`` rows/s on a fixed
+    schedule. Rows/s acknowledged and each write's acknowledgement time."""
     first = cluster.client()
     first.create_table(table, STALENESS_SCHEMA, record_key="key", ordering_field="ts", buckets=1)
     clients = [cluster.client() for _ in range(threads)]
@@ -189,27 +197,57 @@ def _ingest(cluster: Any, table: str, seconds: float, threads: int = 4) -> float
                          "batch": np.zeros(batch_rows, dtype=np.int64),
                          "name": pa.array([f"row-{i}" for i in range(batch_rows)])}, schema=STALENESS_SCHEMA)
     counts = [0] * threads
-    deadline = time.monotonic() + seconds
+    acks: list[list[float]] = [[] for _ in range(threads)]
+    start = time.monotonic()
+    deadline = start + seconds
 
     def write(slot: int) -> None:
         n = 0
         while time.monotonic() < deadline:
-            keys = pa.array(np.arange(batch_rows) + (n * threads + slot) * batch_rows)
+            index = n * threads + slot
+            if rate is not None:
+                time.sleep(max(0.0, start + index * batch_rows / rate - time.monotonic()))
+            keys = pa.array(np.arange(batch_rows) + index * batch_rows)
+            begin = time.monotonic()
             clients[slot].write(table, template.set_column(0, "key", keys))
+            acks[slot].append(time.monotonic() - begin)
             n += 1
         counts[slot] = n * batch_rows
 
-    start = time.monotonic()
     workers = [threading.Thread(target=write, args=(i,)) for i in range(threads)]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    return sum(counts) / (time.monotonic() - start)
+    return {"rows_per_s": sum(counts) / (time.monotonic() - start), "acks": [a for mine in acks for a in mine]}
+
+
+def _updates(client: Any, table: str, rows: int, seed: int) -> None:
+    """10% of ``table``'s keys updated in two flushes (two log files a slice)."""
+    updated = np.random.default_rng(seed).permutation(rows)[: rows // 10]
+    for i, keys in enumerate(np.array_split(updated, 2)):
+        client.write(table, bench_table(len(keys), seed=seed + i, keys=keys, ts=seed + i))
+        client.flush(table)
+
+
+def _while_compacting(client: Any, table: str, run: Any) -> tuple[Any, dict[str, Any]]:
+    """``run()`` once the pool has begun compacting ``table``; its result, and whether the
+    compaction ran the whole time."""
+    task = client.compact(table, wait=False)
+    assert task is not None
+    while client.master.service_task(task["task_id"])["state"] == "queued":
+        time.sleep(0.05)
+    started = time.monotonic()
+    result = run()
+    overlap = client.master.service_task(task["task_id"])["state"] == "running"
+    final = wait_for_task(client.master, client.master.service_task(task["task_id"]))
+    return result, {"ran_whole_window": overlap, "state": final["state"],
+                    "seconds_after_window_start": round(time.monotonic() - started, 1)}
 
 
 def peak(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """Peak ingest alone, during a compaction, alone again."""
+    """Peak ingest alone, during a compaction, alone again; then the same 4 threads paced at
+    half the peak rate alone, and during another compaction: acknowledgement times."""
     client = cluster.client()
     client.create_table("big", BENCH_SCHEMA, record_key="key", ordering_field="ts", buckets=2)
     client.set_services("big", {"services.compaction-log-files": "1000", "services.compaction-log-fraction": "1000"})
@@ -217,27 +255,32 @@ def peak(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     for start in range(0, rows, 200_000):
         client.write("big", bench_table(min(200_000, rows - start), keys=np.arange(start, min(rows, start + 200_000))))
     client.flush("big")
-    updated = np.random.default_rng(5).permutation(rows)[: rows // 10]
-    for i, keys in enumerate(np.array_split(updated, 2)):
-        client.write("big", bench_table(len(keys), seed=20 + i, keys=keys, ts=2 + i))
-        client.flush("big")
-    _ingest(cluster, "peak_warmup", min(2.0, args.peak_seconds))  # connections, first WAL files
-    alone = _ingest(cluster, "peak_alone_1", args.peak_seconds)
-    task = client.compact("big", wait=False)
-    assert task is not None
-    while client.master.service_task(task["task_id"])["state"] == "queued":
-        time.sleep(0.05)
-    started = time.monotonic()
-    during = _ingest(cluster, "peak_compacting", args.peak_seconds)
-    overlap = client.master.service_task(task["task_id"])["state"] == "running"
-    final = wait_for_task(client.master, client.master.service_task(task["task_id"]))
-    compaction_s = time.monotonic() - started
-    again = _ingest(cluster, "peak_alone_2", args.peak_seconds)
+    _updates(client, "big", rows, 20)
+    seconds = args.peak_seconds
+    _ingest(cluster, "peak_warmup", min(2.0, seconds))  # connections, first WAL files
+    alone = _ingest(cluster, "peak_alone_1", seconds)["rows_per_s"]
+    during, first = _while_compacting(client, "big", lambda: _ingest(cluster, "peak_compacting", seconds))
+    again = _ingest(cluster, "peak_alone_2", seconds)["rows_per_s"]
     base = (alone + again) / 2
-    return {"seconds": args.peak_seconds, "compact_rows": rows, "alone_rows_per_s": [round(alone), round(again)],
-            "compacting_rows_per_s": round(during), "ratio": round(during / base, 2),
-            "compaction_running_all_window": overlap, "compaction_state": final["state"],
-            "compaction_s_after_window_start": round(compaction_s, 1)}
+    _updates(client, "big", rows, 30)
+    paced_alone = _ingest(cluster, "paced_alone", seconds, rate=base / 2)
+    paced, second = _while_compacting(client, "big", lambda: _ingest(cluster, "paced_compacting", seconds,
+                                                                     rate=base / 2))
+    return {"seconds": seconds, "compact_rows": rows, "alone_rows_per_s": [round(alone), round(again)],
+            "compacting_rows_per_s": round(during["rows_per_s"]), "ratio": round(during["rows_per_s"] / base, 2),
+            "compaction": first, "paced_target_rows_per_s": round(base / 2),
+            "paced": [{"when": when, "rows_per_s": round(r["rows_per_s"]), "writes": len(r["acks"]),
+                       **percentiles_ms("ack", r["acks"]), "ack_max_ms": round(max(r["acks"]) * 1000, 2)}
+                      for when, r in (("alone", paced_alone), ("during compaction", paced))],
+            "paced_compaction": second}
+
+
+def placed(cluster: Any) -> dict[str, str | None]:
+    """The CPUs the table server, its flush worker and the pool's actor ran on."""
+    server = cluster.client().status()["servers"]["ts-0"]
+    pool = Path(f"/proc/{cluster.pids()['svc-0']}/status").read_text()
+    return {"table_server": server["cpus"], "flush_worker": server["flush_cpus"],
+            "pool": next(line.split()[1] for line in pool.splitlines() if line.startswith("Cpus_allowed_list"))}
 
 
 def main() -> None:
@@ -252,19 +295,23 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=20_000, help="rows/s the staleness run writes")
     parser.add_argument("--peak-seconds", type=float, default=10.0, help="0: skip the peak-ingest runs")
     parser.add_argument("--peak-compact-rows", type=int, default=4_000_000)
+    parser.add_argument("--service-cpus", default="auto",
+                        help="cluster.service-cpus of the cluster runs (table servers get the other CPUs)")
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     args = parser.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="memtier-bench-compaction-"))
     load = os.getloadavg()
-    stale = peaks = None
+    stale = peaks = placement = None
     try:
         results = throughput(root, args)
         if args.staleness_seconds > 0 or args.peak_seconds > 0:
             import memtier
 
-            with memtier.start_local(str(root / "cluster"), table_servers=1) as cluster:
+            with memtier.start_local(str(root / "cluster"), table_servers=1,
+                                     config={"cluster.service-cpus": args.service_cpus}) as cluster:
                 stale = staleness(cluster, args) if args.staleness_seconds > 0 else None
                 peaks = peak(cluster, args) if args.peak_seconds > 0 else None
+                placement = placed(cluster)
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -278,7 +325,14 @@ def main() -> None:
         print_table(["peak ingest, 4 threads", "alone rows/s", "during compaction rows/s", "alone again rows/s",
                      "ratio", "compaction ran the whole window"],
                     [[f"{peaks['seconds']:g} s each", peaks["alone_rows_per_s"][0], peaks["compacting_rows_per_s"],
-                      peaks["alone_rows_per_s"][1], peaks["ratio"], peaks["compaction_running_all_window"]]])
+                      peaks["alone_rows_per_s"][1], peaks["ratio"], peaks["compaction"]["ran_whole_window"]]])
+        print()
+        print_table(["4 threads at half the peak rate", "target rows/s", "rows/s", "writes", "ack p50 ms",
+                     "ack p99 ms", "ack max ms"],
+                    [[p["when"], peaks["paced_target_rows_per_s"], p["rows_per_s"], p["writes"], p["ack_p50_ms"],
+                      p["ack_p99_ms"], p["ack_max_ms"]] for p in peaks["paced"]])
+        print(f"the second compaction ran the whole paced window: {peaks['paced_compaction']['ran_whole_window']}; "
+              f"placement: {placement}")
         print()
     print(f"{args.rows:,} rows in {args.buckets} file groups, {args.update_fraction:.0%} of them updated "
           f"in {args.log_files} log files; load average before {load[0]:.2f}\n")
@@ -286,7 +340,8 @@ def main() -> None:
            [[r["what"], r["rows"], r["seconds"], r["rows_per_s"], r["ratio"]] for r in results],
            {"rows": args.rows, "buckets": args.buckets, "update_fraction": args.update_fraction,
             "log_files": args.log_files, "repeat": args.repeat, "loadavg_before": load,
-            "results": results, "staleness": stale, "peak": peaks})
+            "results": results, "staleness": stale, "peak": peaks, "placement": placement,
+            "service_cpus": args.service_cpus})
 
 
 if __name__ == "__main__":
