@@ -3,8 +3,8 @@
     memtier start  [--path DIR] [--table-servers N] [--config KEY=VALUE ...]
     memtier status [--address grpc://HOST:PORT] [--token T] [--json]
     memtier compact|cluster|clean TABLE [--address ...] [--token T] [--no-wait]
-    memtier sync-catalog [TABLE ...] [--metastore DIR] [--database DB] [--address ...] [--token T]
-    memtier sync-catalog --path HUDI_TABLE [--name NAME] --metastore DIR [--database DB]
+    memtier sync-catalog [TABLE ...] [--metastore DIR|thrift://HOST:PORT] [--database DB] [--address ...] [--token T]
+    memtier sync-catalog --path HUDI_TABLE [--name NAME] --metastore DIR|thrift://HOST:PORT [--database DB]
     memtier demo   [--path DIR] [--seconds S] [--rows-per-batch N]
 
 Exit codes: 0 success; 1 the command ran and failed; 2 it could not run as asked (a
@@ -87,13 +87,15 @@ def _parser() -> argparse.ArgumentParser:
         service.set_defaults(run=_service, kind=kind)
 
     sync = commands.add_parser(
-        "sync-catalog", help="register tables and their partitions in a Trino file metastore",
+        "sync-catalog", help="register tables and their partitions in a Hive Metastore or Trino file metastore",
         description="Register memtier tables (NAME_ro and NAME_rt; NAME for copy-on-write) and their "
-                    "partitions in a Trino file metastore (hive.metastore=file), as Hudi's hive-sync does, "
-                    "and print the Trino catalog file that reads it.")
+                    "partitions in a Hive Metastore (thrift://HOST:PORT) or a Trino file metastore "
+                    "(hive.metastore=file; a directory), as Hudi's hive-sync does, and print the Trino "
+                    "catalog file that reads it.")
     sync.add_argument("tables", nargs="*", metavar="TABLE", help="the cluster's tables to sync (default: all)")
-    sync.add_argument("--metastore", metavar="DIR",
-                      help="the metastore directory (default: the cluster's catalog.file-metastore)")
+    sync.add_argument("--metastore", metavar="DIR|thrift://HOST:PORT",
+                      help="a file-metastore directory or a Hive Metastore's URI (default: the cluster's "
+                           "catalog.file-metastore or catalog.hive-metastore)")
     sync.add_argument("--database", help="the metastore database, Trino's schema (default: default)")
     sync.add_argument("--path", metavar="HUDI_TABLE",
                       help="sync the Hudi table at this path instead, without a cluster")
@@ -229,18 +231,18 @@ def _service(args: argparse.Namespace) -> int:
 
 def _sync_catalog(args: argparse.Namespace) -> int:
     """Sync tables into a metastore: the cluster's (by the master) or one by path."""
-    from memtier.catalog import FileMetastore, sync_table, trino_catalog_properties
+    from memtier.catalog import open_metastore, sync_table, trino_catalog_properties
 
     console = Console()
     if args.path is not None:
         if args.tables:
             raise InvalidArgumentError("give either TABLE names (of a cluster) or --path, not both")
         if args.metastore is None:
-            raise InvalidArgumentError("--path needs --metastore DIR")
+            raise InvalidArgumentError("--path needs --metastore DIR|thrift://HOST:PORT")
         from memtier.hudi import HudiTable
 
         meta = HudiTable.open(args.path).meta
-        results = [sync_table(meta, FileMetastore(args.metastore), database=args.database or "default",
+        results = [sync_table(meta, open_metastore(args.metastore), database=args.database or "default",
                               name=args.name).to_dict()]
     else:
         if args.name is not None:

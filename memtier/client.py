@@ -606,8 +606,9 @@ class Client:
         return self.master.set_services(name, options)
 
     def sync_catalog(self, name: str, metastore: str | None = None, database: str | None = None) -> dict[str, Any]:
-        """Register the table and its partitions in a Trino file metastore now (``metastore``,
-        a directory; by default the cluster's ``catalog.file-metastore``, which the master
+        """Register the table and its partitions in a metastore now (``metastore``: a Trino
+        file-metastore directory or a Hive Metastore's ``thrift://host:port``; by default the
+        cluster's ``catalog.file-metastore`` or ``catalog.hive-metastore``, which the master
         also keeps current on its own): ``name_ro`` and ``name_rt`` in ``database``.
         Returns what it did (tables, tables rewritten, partitions synced and added)."""
         return self.master.sync_catalog(name, metastore, database)

@@ -412,12 +412,31 @@ class CatalogConfig:
         "a Trino file metastore directory (hive.metastore=file) the master registers every table "
         "and its partitions in, again whenever a commit writes a new partition",
     )
+    hive_metastore: str | None = setting(
+        "catalog.hive-metastore",
+        None,
+        str,
+        "a Hive Metastore (thrift://host:port) the master registers every table and its partitions "
+        "in, as Hudi's hive-sync does, again whenever a commit writes a new partition",
+    )
     database: str = setting(
         "catalog.database",
         "default",
         str,
         "the metastore database (Trino schema) tables are registered in",
     )
+
+    def __post_init__(self) -> None:
+        if self.file_metastore is not None and self.hive_metastore is not None:
+            raise InvalidArgumentError("set catalog.file-metastore or catalog.hive-metastore, not both")
+        if self.hive_metastore is not None and not self.hive_metastore.startswith("thrift://"):
+            raise InvalidArgumentError(
+                f"catalog.hive-metastore {self.hive_metastore!r} must be a thrift://host:port URI")
+
+    @property
+    def metastore(self) -> str | None:
+        """The metastore to sync into, if any: a directory or a ``thrift://`` URI."""
+        return self.file_metastore if self.file_metastore is not None else self.hive_metastore
 
 
 # ======================================================================================

@@ -110,6 +110,11 @@ class UnknownColumnError(MemtierError, KeyError):
 # --- commits ---------------------------------------------------------------------------
 
 
+class MetastoreError(MemtierError):
+    """A metastore catalog sync writes into could not be reached or refused a registration;
+    names the metastore."""
+
+
 class CommitFailedError(MemtierError):
     """The commit did not land; nothing became visible. Safe to clean up and retry."""
 

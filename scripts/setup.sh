@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create or reuse .venv with memtier and its dev extras (hudi-rs included), and make sure
-# Java (for Spark) is present, the Trino server the interop tests start is cached
-# (scripts/fetch_trino.sh), and so are Apache Hudi on Spark's venv and bundle
+# Java (for Spark and the Hive Metastore) is present, the Trino server and the Hive Metastore
+# the interop tests start are cached (scripts/fetch_trino.sh, scripts/jvm/fetch_hms.sh), and so are Apache Hudi on Spark's venv and bundle
 # (scripts/jvm/hudi_spark_setup.sh). Safe to run again: it only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,4 +33,5 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 
 scripts/fetch_trino.sh
+scripts/jvm/fetch_hms.sh
 scripts/jvm/hudi_spark_setup.sh >/dev/null

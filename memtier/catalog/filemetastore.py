@@ -19,8 +19,16 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memtier.catalog.tables import PARQUET_OUTPUT, PARQUET_SERDE, HiveColumn, HivePartition, HiveTable
-from memtier.errors import InvalidArgumentError, NotFoundError
+from memtier.catalog.tables import (
+    PARQUET_OUTPUT,
+    PARQUET_SERDE,
+    HiveColumn,
+    HivePartition,
+    HiveTable,
+    check_name,
+)
+from memtier.catalog.trino import trino_location
+from memtier.errors import NotFoundError
 from memtier.io import FileIO, join, open_fileio
 
 __all__ = ["FileMetastore"]
@@ -33,18 +41,16 @@ def _columns(columns: Sequence[HiveColumn]) -> list[dict[str, Any]]:
     return [{"name": c.name, "type": c.type, "properties": {}} for c in columns]
 
 
-def _check_name(what: str, name: str) -> str:
-    if not name or name != name.lower() or "/" in name or name.startswith("."):
-        raise InvalidArgumentError(f"{what} name {name!r} must be lower case, without '/' or a leading '.'")
-    return name
-
-
 class FileMetastore:
     """A Trino file metastore at ``root`` (a local path or an object-store URI)."""
 
     def __init__(self, root: str, storage_options: Mapping[str, str] | None = None) -> None:
         self.root = root
+        self.uri = root
         self._io: FileIO = open_fileio(root, storage_options)
+
+    def location(self, path: str) -> str:
+        return trino_location(path)
 
     def _write(self, path: str, document: Mapping[str, Any]) -> None:
         self._io.makedirs(path.rsplit("/", 1)[0])
@@ -58,7 +64,7 @@ class FileMetastore:
 
     def ensure_database(self, database: str) -> None:
         """Create the database (Trino's schema) unless it exists."""
-        _check_name("database", database)
+        check_name("database", database)
         marker = join(self.root, f".{database}{SCHEMA_FILE}")
         if not self._io.exists(marker):
             self._io.makedirs(join(self.root, database))
@@ -66,7 +72,7 @@ class FileMetastore:
                                  "parameters": {}})
 
     def _table_dir(self, database: str, table: str) -> str:
-        return join(self.root, database, _check_name("table", table))
+        return join(self.root, database, check_name("table", table))
 
     def put_table(self, database: str, table: HiveTable) -> bool:
         """Write (or rewrite) the table's definition; False when it was already current."""
@@ -79,7 +85,7 @@ class FileMetastore:
             "parameters": dict(table.parameters),
             "originalStorageFormat": {"serde": PARQUET_SERDE, "inputFormat": table.input_format,
                                       "outputFormat": PARQUET_OUTPUT},
-            "serdeParameters": {"path": table.location},
+            "serdeParameters": {**dict(table.serde_parameters), "path": table.location},
             "externalLocation": table.location,
             "columnStatistics": {},
         }
@@ -102,19 +108,20 @@ class FileMetastore:
                 names.add(relative[: -len(suffix)])
         return names
 
-    def put_partition(self, database: str, table: HiveTable, partition: HivePartition) -> None:
-        """Register ``partition`` of ``table`` (its location: the table's plus its path)."""
-        location = f"{table.location.rstrip('/')}/{partition.path}"
-        document = {
-            "writerVersion": WRITER,
-            "columns": _columns(table.columns),
-            "parameters": {},
-            "storageFormat": "PARQUET",
-            "serdeParameters": {"path": location},
-            "externalLocation": location,
-            "columnStatistics": {},
-        }
-        self._write(join(self._table_dir(database, table.name), partition.name, SCHEMA_FILE), document)
+    def put_partitions(self, database: str, table: HiveTable, partitions: Sequence[HivePartition]) -> None:
+        """Register ``partitions`` of ``table`` (each located at the table's location plus its path)."""
+        for partition in partitions:
+            location = f"{table.location.rstrip('/')}/{partition.path}"
+            document = {
+                "writerVersion": WRITER,
+                "columns": _columns(table.columns),
+                "parameters": {},
+                "storageFormat": "PARQUET",
+                "serdeParameters": {"path": location},
+                "externalLocation": location,
+                "columnStatistics": {},
+            }
+            self._write(join(self._table_dir(database, table.name), partition.name, SCHEMA_FILE), document)
 
     def drop_table(self, database: str, table: str) -> None:
         """Forget the table and its partitions (the Hudi files are not touched)."""

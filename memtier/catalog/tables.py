@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memtier.catalog.hivetypes import escape_path_name, hive_type
+from memtier.errors import InvalidArgumentError
 from memtier.hudi.filters import parse_partition_path
 from memtier.hudi.tablemeta import TableMeta
 
-__all__ = ["HiveColumn", "HivePartition", "HiveTable", "hive_tables", "hive_partition"]
+__all__ = ["HiveColumn", "HivePartition", "HiveTable", "check_name", "hive_tables", "hive_partition"]
 
 PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
 PARQUET_OUTPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
@@ -46,6 +47,14 @@ class HiveTable:
     partition_columns: tuple[HiveColumn, ...]
     input_format: str
     parameters: tuple[tuple[str, str], ...]
+    serde_parameters: tuple[tuple[str, str], ...]  # besides ``path`` (the location)
+
+
+def check_name(what: str, name: str) -> str:
+    """``name`` if a metastore takes it as it is (lower case, no '/', no leading '.')."""
+    if not name or name != name.lower() or "/" in name or name.startswith("."):
+        raise InvalidArgumentError(f"{what} name {name!r} must be lower case, without '/' or a leading '.'")
+    return name
 
 
 def hive_tables(meta: TableMeta, name: str, location: str) -> list[HiveTable]:
@@ -67,12 +76,14 @@ def hive_tables(meta: TableMeta, name: str, location: str) -> list[HiveTable]:
         ("memtier.table", meta.config.name),
     )
 
-    def table(table_name: str, input_format: str) -> HiveTable:
-        return HiveTable(table_name, location, columns, partition_columns, input_format, parameters)
+    def table(table_name: str, input_format: str, read_optimized: bool) -> HiveTable:
+        # Spark's Hudi source reads a table whose serde says so as read-optimized
+        serde = (("hoodie.query.as.ro.table", str(read_optimized).lower()),)
+        return HiveTable(table_name, location, columns, partition_columns, input_format, parameters, serde)
 
     if not meta.is_merge_on_read:
-        return [table(name, READ_OPTIMIZED_INPUT)]
-    return [table(f"{name}_ro", READ_OPTIMIZED_INPUT), table(f"{name}_rt", REALTIME_INPUT)]
+        return [table(name, READ_OPTIMIZED_INPUT, False)]
+    return [table(f"{name}_ro", READ_OPTIMIZED_INPUT, True), table(f"{name}_rt", REALTIME_INPUT, False)]
 
 
 def hive_partition(meta: TableMeta, path: str) -> HivePartition | None:

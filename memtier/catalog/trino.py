@@ -1,10 +1,12 @@
-"""How Trino addresses what memtier writes: the catalog file of a Hudi catalog over a file
+"""How Trino addresses what memtier writes: the catalog file of a Hudi catalog over a
 metastore that memtier syncs, and table locations in Trino's file-system schemes."""
 
 from __future__ import annotations
 
 import os
 from urllib.parse import urlsplit
+
+from memtier.catalog.metastore import is_hive_metastore
 
 __all__ = ["trino_catalog_properties", "trino_location"]
 
@@ -22,9 +24,19 @@ def trino_location(path: str) -> str:
 
 
 def trino_catalog_properties(metastore: str) -> str:
-    """The ``etc/catalog/<name>.properties`` of a Trino Hudi catalog over the file
-    metastore at ``metastore`` that ``memtier sync-catalog`` (or ``catalog.file-metastore``)
-    keeps current, for tables on this machine's file system."""
+    """The ``etc/catalog/<name>.properties`` of a Trino Hudi catalog over the metastore
+    ``metastore`` that ``memtier sync-catalog`` (or ``catalog.file-metastore`` /
+    ``catalog.hive-metastore``) keeps current: a file-metastore directory or a Hive
+    Metastore's ``thrift://`` URI. Tables on object stores also need the store's
+    ``fs.native-s3.enabled`` and ``s3.*`` settings."""
+    if is_hive_metastore(metastore):
+        return "\n".join([
+            "connector.name=hudi",
+            f"hive.metastore.uri={metastore}",
+            "# the metastore holds Hadoop locations (file:/...) as Hudi's hive-sync registers them",
+            "fs.hadoop.enabled=true",
+            "",
+        ])
     return "\n".join([
         "connector.name=hudi",
         "hive.metastore=file",

@@ -711,7 +711,8 @@ class Master:
     def sync_catalog(self, table: str, metastore: str | None = None,
                      database: str | None = None) -> dict[str, Any]:
         """Register the table and its partitions in ``metastore`` (a Trino file-metastore
-        directory; by default the cluster's ``catalog.file-metastore``) now; what it did."""
+        directory or a Hive Metastore's ``thrift://`` URI; by default the cluster's
+        ``catalog.file-metastore`` or ``catalog.hive-metastore``) now; what it did."""
         with self._lock:
             self._entry(table)
         return self.catalog.sync(table, self._meta(table), metastore, database).to_dict()

@@ -5,6 +5,7 @@ partitions current as flushes write new ones; ``client.sync_catalog`` and
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,8 +14,8 @@ import pytest
 
 from memtier.catalog import FileMetastore
 from memtier.cli import main
-from memtier.config import check
-from memtier.errors import InvalidArgumentError
+from memtier.config import CatalogConfig, check, load
+from memtier.errors import InvalidArgumentError, MetastoreError
 from tests.support.inprocess import InProcessCluster
 from tests.support.rpccluster import RpcCluster
 
@@ -84,23 +85,51 @@ def test_without_a_metastore_the_error_says_how_to_give_one(tmp_path) -> None:
     cluster.close()
 
 
-def test_a_failing_sync_never_fails_a_flush(tmp_path) -> None:
-    blocker = tmp_path / "not-a-directory"
-    blocker.write_text("x")
-    cluster = InProcessCluster(str(tmp_path / "root"), catalog={"catalog.file-metastore": str(blocker / "ms")})
+def test_a_failing_sync_never_fails_a_flush_and_the_next_one_registers_all_it_missed(tmp_path) -> None:
+    ms = tmp_path / "ms"
+    cluster = InProcessCluster(str(tmp_path / "root"), catalog={"catalog.file-metastore": str(ms)})
     cluster.add_server("ts-0")
+    cluster.master.catalog.retry_after_s = 0.0  # no pause between attempts (30 s by default)
     client = cluster.client()
     client.create_table("t", SCHEMA, record_key="id", ordering_field="ts", partition_fields="city", buckets=1)
     client.write("t", _batch([1, 2], "oslo"))
+    client.flush("t")
+    shutil.rmtree(ms / "default" / "t_ro")
+    (ms / "default" / "t_ro").write_text("in the way")  # registering t_ro's partitions now fails
+    client.write("t", _batch([3], "rome"))
     assert client.flush("t")
-    assert client.read("t").num_rows == 2
+    assert client.read("t").num_rows == 3
+    (ms / "default" / "t_ro").unlink()  # the metastore is back: the next commit syncs the whole table,
+    client.write("t", _batch([1], "oslo", ts=2))  # though it writes only into a partition synced before
+    client.flush("t")
+    assert FileMetastore(str(ms)).partition_names("default", "t_ro") == {"city=oslo", "city=rome"}
     cluster.close()
 
 
 def test_catalog_settings_are_checked() -> None:
     check({"catalog.file-metastore": "/tmp/ms", "catalog.database": "lake"})
+    check({"catalog.hive-metastore": "thrift://hms:9083"})
     with pytest.raises(InvalidArgumentError, match="catalog.metastore"):
         check({"catalog.metastore": "/tmp/ms"})
+    with pytest.raises(InvalidArgumentError, match="catalog.file-metastore or catalog.hive-metastore, not both"):
+        load(CatalogConfig, {"catalog.file-metastore": "/tmp/ms", "catalog.hive-metastore": "thrift://hms:9083"})
+    with pytest.raises(InvalidArgumentError, match="'hms:9083' must be a thrift://host:port"):
+        load(CatalogConfig, {"catalog.hive-metastore": "hms:9083"})
+
+
+def test_a_cluster_whose_hive_metastore_is_unreachable_still_flushes_and_sync_names_it(tmp_path) -> None:
+    cluster = InProcessCluster(str(tmp_path / "root"), catalog={"catalog.hive-metastore": "thrift://127.0.0.1:1"})
+    cluster.add_server("ts-0")
+    try:
+        client = cluster.client()
+        client.create_table("t", SCHEMA, record_key="id", ordering_field="ts", partition_fields="city", buckets=1)
+        client.write("t", _batch([1, 2], "oslo"))
+        assert client.flush("t")
+        assert client.read("t").num_rows == 2
+        with pytest.raises(MetastoreError, match=r"thrift://127\.0\.0\.1:1 is unreachable"):
+            client.sync_catalog("t")
+    finally:
+        cluster.close()
 
 
 def test_memtier_sync_catalog_against_a_cluster_and_by_path(tmp_path, capsys) -> None:

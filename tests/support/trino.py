@@ -1,4 +1,5 @@
-"""A real Trino server for tests and benches, with a Hudi catalog over a file metastore.
+"""A real Trino server for tests and benches, with a Hudi catalog over a file metastore (and
+more catalogs added while it runs: ``CREATE CATALOG``, e.g. over a Hive Metastore).
 
 ``scripts/fetch_trino.sh`` (run by ``scripts/setup.sh``) puts the server from Maven Central
 under ``.cache/trino/`` and makes sure a Java it supports is present. :func:`run_trino`
@@ -69,8 +70,8 @@ class TrinoServer:
     workdir: Path
     metastore: str  # the file metastore directory of the ``memtier`` catalog
 
-    def query(self, sql: str, *, schema: str = "default") -> list[list[Any]]:
-        """Run ``sql`` in catalog ``memtier`` and return every row. A query that finds no
+    def query(self, sql: str, *, schema: str = "default", catalog: str = CATALOG) -> list[list[Any]]:
+        """Run ``sql`` in ``catalog`` and return every row. A query that finds no
         worker is retried for a while: on a loaded machine the server's announcement of
         itself as a worker can lag (at start, or when a heartbeat came late)."""
         import trino
@@ -79,7 +80,7 @@ class TrinoServer:
         while True:
             try:
                 with contextlib.closing(trino.dbapi.connect(
-                    host="127.0.0.1", port=self.port, user="memtier", catalog=CATALOG, schema=schema,
+                    host="127.0.0.1", port=self.port, user="memtier", catalog=catalog, schema=schema,
                 )) as connection:
                     cursor = connection.cursor()
                     cursor.execute(sql)
@@ -88,6 +89,20 @@ class TrinoServer:
                 if e.error_name != "NO_NODES_AVAILABLE" or time.monotonic() > deadline:
                     raise
             time.sleep(0.5)  # polling interval while the worker (re)announces itself
+
+    @contextlib.contextmanager
+    def catalog(self, name: str, properties: str) -> Iterator[str]:
+        """A catalog ``name`` from catalog-file text (``connector.name=...`` first), dropped at
+        the end: one server serves test modules that each bring their own metastore."""
+        settings = dict(line.split("=", 1) for line in properties.splitlines()
+                        if line.strip() and not line.startswith("#"))
+        connector = settings.pop("connector.name")
+        options = ", ".join(f'"{k}" = \'{v}\'' for k, v in settings.items())
+        self.query(f"CREATE CATALOG {name} USING {connector} WITH ({options})")
+        try:
+            yield name
+        finally:
+            self.query(f"DROP CATALOG {name}")
 
     def info(self) -> dict[str, Any]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/info", timeout=5) as response:
@@ -176,6 +191,7 @@ def run_trino(catalogs: Mapping[str, str] | None = None, *, heap: str = "768M",
         "query.max-memory=256MB",
         "query.max-memory-per-node=256MB",
         "memory.heap-headroom-per-node=128MB",
+        "catalog.management=dynamic",
         "",
     ]))
     for name, text in (catalogs or {CATALOG: trino_catalog_properties(str(metastore))}).items():

@@ -8,9 +8,16 @@ import json
 import pyarrow as pa
 import pytest
 
-from memtier.catalog import FileMetastore, sync_table, trino_catalog_properties, trino_location
+from memtier.catalog import (
+    FileMetastore,
+    open_metastore,
+    sync_table,
+    trino_catalog_properties,
+    trino_location,
+)
+from memtier.catalog.hivemetastore import HiveMetastore, hive_location
 from memtier.catalog.hivetypes import escape_path_name, hive_type
-from memtier.errors import InvalidArgumentError, UnsupportedTableError
+from memtier.errors import InvalidArgumentError, MetastoreError, UnsupportedTableError
 from memtier.hudi import HudiTable
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("city", pa.string()), ("amount", pa.float64())])
@@ -45,6 +52,24 @@ def test_locations_and_catalog_file(tmp_path) -> None:
     text = trino_catalog_properties(str(tmp_path / "ms"))
     assert f"hive.metastore.catalog.dir=local://{tmp_path}/ms\n" in text
     assert "connector.name=hudi\n" in text
+
+
+def test_hive_metastore_locations_catalog_file_and_uri() -> None:
+    assert hive_location("/data/t") == "file:/data/t"
+    assert hive_location("file:///data/t") == "file:/data/t"
+    assert hive_location("s3a://bucket/t") == "s3a://bucket/t"
+    text = trino_catalog_properties("thrift://hms:9083")
+    assert "connector.name=hudi\nhive.metastore.uri=thrift://hms:9083\n" in text
+    assert isinstance(open_metastore("thrift://hms:9083"), HiveMetastore)
+    for bad in ("thrift://hms", "thrift://:9083", "thrift://hms:9083/db"):
+        with pytest.raises(InvalidArgumentError, match="must be thrift://host:port"):
+            HiveMetastore(bad)
+
+
+def test_an_unreachable_hive_metastore_is_named_and_nothing_is_written(tmp_path) -> None:
+    table = _table(tmp_path)
+    with pytest.raises(MetastoreError, match=r"Hive Metastore thrift://127\.0\.0\.1:1 is unreachable .* create database"):
+        sync_table(table.meta, HiveMetastore("thrift://127.0.0.1:1"))
 
 
 def _table(tmp_path, table_type: str = "MERGE_ON_READ") -> HudiTable:
