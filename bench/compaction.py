@@ -24,7 +24,9 @@ connectors read of a merge-on-read table) is under the default table-service pol
    10,000-row batches of fresh keys as fast as they are acknowledged for ``--peak-seconds``
    into a new table, three times (after a warm-up): alone, while the pool compacts a table of
    ``--peak-compact-rows`` rows (10% of them updated in its logs), alone again. Ratio = the
-   rate during the compaction over the mean of the two alone. Then the same 4 threads
+   rate during the compaction over the mean of the two alone. Every run starts once the
+   runs before are flushed (no backlog carried over), and the policy compacts none of these
+   tables on its own, so the pool runs only the compaction under test. Then the same 4 threads
    paced together at half that mean, alone and during a second compaction of the table
    (10% updated again), flushes running: acknowledgement times p50/p99. Every run on the
    same placement (``--service-cpus``: the pool's and the flush worker's CPUs; the
@@ -62,6 +64,8 @@ from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.timeline import TimelineWriter, new_instant_time
 from memtier.parallel import parallel_map
 
+#: Table services settings under which the policy never compacts a table on its own.
+MANUAL_COMPACTION = {"services.compaction-log-files": "1000", "services.compaction-log-fraction": "1000"}
 STALENESS_SCHEMA = pa.schema([("key", pa.int64()), ("ts", pa.int64()), ("batch", pa.int64()),
                               ("name", pa.string())])
 
@@ -191,6 +195,7 @@ def _ingest(cluster: Any, table: str, seconds: float, threads: int = 4,
     schedule. Rows/s acknowledged and each write's acknowledgement time."""
     first = cluster.client()
     first.create_table(table, STALENESS_SCHEMA, record_key="key", ordering_field="ts", buckets=1)
+    first.set_services(table, MANUAL_COMPACTION)  # only the compaction under test runs in the pool
     clients = [cluster.client() for _ in range(threads)]
     batch_rows = 10_000
     template = pa.table({"key": np.arange(batch_rows), "ts": np.zeros(batch_rows, dtype=np.int64),
@@ -222,6 +227,16 @@ def _ingest(cluster: Any, table: str, seconds: float, threads: int = 4,
     return {"rows_per_s": sum(counts) / (time.monotonic() - start), "acks": [a for mine in acks for a in mine]}
 
 
+def _settle(client: Any, timeout: float = 300.0) -> None:
+    """Wait until every table's acknowledged rows are flushed, so that each run starts from
+    the same state (no flush backlog left by the run before)."""
+    deadline = time.monotonic() + timeout
+    while any(t["unflushed_rows"] for t in client.status()["tables"].values()):
+        if time.monotonic() > deadline:
+            raise TimeoutError("flushes did not catch up")
+        time.sleep(0.5)
+
+
 def _updates(client: Any, table: str, rows: int, seed: int) -> None:
     """10% of ``table``'s keys updated in two flushes (two log files a slice)."""
     updated = np.random.default_rng(seed).permutation(rows)[: rows // 10]
@@ -250,20 +265,27 @@ def peak(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     half the peak rate alone, and during another compaction: acknowledgement times."""
     client = cluster.client()
     client.create_table("big", BENCH_SCHEMA, record_key="key", ordering_field="ts", buckets=2)
-    client.set_services("big", {"services.compaction-log-files": "1000", "services.compaction-log-fraction": "1000"})
+    client.set_services("big", MANUAL_COMPACTION)
     rows = args.peak_compact_rows
     for start in range(0, rows, 200_000):
         client.write("big", bench_table(min(200_000, rows - start), keys=np.arange(start, min(rows, start + 200_000))))
     client.flush("big")
     _updates(client, "big", rows, 20)
     seconds = args.peak_seconds
+
+    def run(name: str, rate: float | None = None) -> dict[str, Any]:
+        _settle(client)
+        return _ingest(cluster, name, seconds, rate=rate)
+
     _ingest(cluster, "peak_warmup", min(2.0, seconds))  # connections, first WAL files
-    alone = _ingest(cluster, "peak_alone_1", seconds)["rows_per_s"]
+    alone = run("peak_alone_1")["rows_per_s"]
+    _settle(client)
     during, first = _while_compacting(client, "big", lambda: _ingest(cluster, "peak_compacting", seconds))
-    again = _ingest(cluster, "peak_alone_2", seconds)["rows_per_s"]
+    again = run("peak_alone_2")["rows_per_s"]
     base = (alone + again) / 2
     _updates(client, "big", rows, 30)
-    paced_alone = _ingest(cluster, "paced_alone", seconds, rate=base / 2)
+    paced_alone = run("paced_alone", rate=base / 2)
+    _settle(client)
     paced, second = _while_compacting(client, "big", lambda: _ingest(cluster, "paced_compacting", seconds,
                                                                      rate=base / 2))
     return {"seconds": seconds, "compact_rows": rows, "alone_rows_per_s": [round(alone), round(again)],
