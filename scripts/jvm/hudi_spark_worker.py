@@ -3,7 +3,9 @@
 Runs in the PySpark 3.5 venv that ``scripts/jvm/hudi_spark_setup.sh`` makes (it imports
 nothing of memtier's), started by ``tests/support/hudi_spark.py``:
 
-    .cache/hudi-spark/venv/bin/python scripts/jvm/hudi_spark_worker.py BUNDLE_JAR
+    .cache/hudi-spark/venv/bin/python scripts/jvm/hudi_spark_worker.py BUNDLE_JAR [KEY=VALUE ...]
+
+(``KEY=VALUE``: more Spark settings, e.g. a Hive Metastore as Spark SQL's catalog.)
 
 Each stdin line is a JSON request, each stdout line its JSON answer: ``{"ok": true, ...}``
 or ``{"ok": false, "error": "..."}``. Rows travel as Parquet files (Spark writes them, the
@@ -34,8 +36,9 @@ import traceback
 from typing import Any
 
 
-def session(jar: str) -> Any:
-    """A local SparkSession with Hudi's bundle, extension and catalog, on loopback."""
+def session(jar: str, conf: dict[str, str]) -> Any:
+    """A local SparkSession with Hudi's bundle, extension and catalog, on loopback, and
+    the settings ``conf``."""
     from pyspark.sql import SparkSession
 
     builder = (
@@ -55,6 +58,8 @@ def session(jar: str) -> Any:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", "1g")
     )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -104,10 +109,11 @@ class Worker:
 
 def main() -> None:
     jar = sys.argv[1]
+    conf = dict(arg.split("=", 1) for arg in sys.argv[2:])
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # the JVM inherits fd 1: its output goes to stderr with the logs
     sys.stdout = sys.stderr
-    worker = Worker(session(jar))
+    worker = Worker(session(jar, conf))
     answers.write(json.dumps({"ok": True, "ready": True}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)

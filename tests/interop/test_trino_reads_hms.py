@@ -1,5 +1,5 @@
 """Interop out over a Hive Metastore: memtier registers its tables in a real Hive Metastore
-(Apache Hive's standalone server, over Thrift) as Hudi's hive-sync does, and a real Trino,
+(Apache Hive's standalone server 3.1.3 and 4.0.1, over Thrift) as Hudi's hive-sync does, and a real Trino,
 its Hudi catalog set to ``hive.metastore.uri=thrift://...``, finds them by name."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from memtier.cli import main
 from memtier.compaction.worker import ServiceWorker
 from memtier.errors import InvalidArgumentError
 from memtier.hudi import HudiTable
-from tests.support.hms import HiveMetastoreServer, run_hms
+from tests.support.hms import VERSIONS, HiveMetastoreServer, run_hms
 from tests.support.inprocess import InProcessCluster
 from tests.support.trino import TrinoServer
 
@@ -27,9 +27,10 @@ COLUMNS = ["id", "ts", "city", "amount"]
 CATALOG = "hms"
 
 
-@pytest.fixture(scope="module")
-def hms() -> Iterator[HiveMetastoreServer]:
-    with run_hms() as server:
+@pytest.fixture(scope="module", params=VERSIONS)
+def hms(request: pytest.FixtureRequest) -> Iterator[HiveMetastoreServer]:
+    """One metastore of each tested version (the module's tests run against each)."""
+    with run_hms(request.param) as server:
         yield server
 
 

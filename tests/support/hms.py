@@ -1,7 +1,7 @@
-"""A real Hive Metastore for tests: Apache Hive's standalone metastore server, on embedded
-Derby in a temporary directory.
+"""A real Hive Metastore for tests: Apache Hive's standalone metastore server (3.1.3 or
+4.0.1), on embedded Derby in a temporary directory.
 
-``scripts/jvm/fetch_hms.sh`` (run by ``scripts/setup.sh``) puts the server and its
+``scripts/jvm/fetch_hms.sh`` (run by ``scripts/setup.sh``) puts both servers and their
 dependencies from Maven Central under ``.cache/hms/``. :func:`run_hms` starts it on
 loopback and a free port with a small heap (the machine is shared), waits until it answers
 a Thrift call, and at the end stops it by its PID (SIGTERM, then SIGKILL).
@@ -25,8 +25,8 @@ from memtier.catalog.hivemetastore import HiveMetastore
 from memtier.errors import MetastoreError
 
 REPO = Path(__file__).resolve().parents[2]
-VERSION = os.environ.get("MEMTIER_HMS_VERSION", "4.0.1")
-HOME = REPO / ".cache" / "hms" / f"hive-metastore-{VERSION}"
+#: The versions scripts/jvm/fetch_hms.sh fetches: the last Hive 3 release, and Hive 4.
+VERSIONS = ("3.1.3", "4.0.1")
 START_DEADLINE_S = 180.0
 FETCH_HINT = "run scripts/jvm/fetch_hms.sh (scripts/setup.sh does)"
 
@@ -35,6 +35,7 @@ FETCH_HINT = "run scripts/jvm/fetch_hms.sh (scripts/setup.sh does)"
 class HiveMetastoreServer:
     """A running Hive Metastore on ``127.0.0.1:port``."""
 
+    version: str
     port: int
     pid: int
     workdir: Path
@@ -68,12 +69,13 @@ def _log_tail(workdir: Path) -> str:
 
 
 @contextlib.contextmanager
-def run_hms(*, heap: str = "256M") -> Iterator[HiveMetastoreServer]:
-    """Run the cached metastore (on a Java 17: ``MEMTIER_HMS_JAVA`` or ``java`` on PATH)
-    until the context exits; its database starts empty (only ``default``)."""
+def run_hms(version: str = VERSIONS[-1], *, heap: str = "256M") -> Iterator[HiveMetastoreServer]:
+    """Run the cached metastore ``version`` (on a Java 17: ``MEMTIER_HMS_JAVA`` or ``java``
+    on PATH) until the context exits; its database starts empty (only ``default``)."""
     java = os.environ.get("MEMTIER_HMS_JAVA") or shutil.which("java")
-    if not (HOME / ".complete").exists() or java is None:
-        raise RuntimeError(f"the Hive Metastore {VERSION} or a Java is missing: {FETCH_HINT}")
+    home = REPO / ".cache" / "hms" / f"hive-metastore-{version}"
+    if not (home / ".complete").exists() or java is None:
+        raise RuntimeError(f"the Hive Metastore {version} or a Java is missing: {FETCH_HINT}")
     workdir = Path(tempfile.mkdtemp(prefix="memtier-hms-"))
     port = _free_port()
     (workdir / "conf").mkdir()
@@ -86,14 +88,18 @@ def run_hms(*, heap: str = "256M") -> Iterator[HiveMetastoreServer]:
         "metastore.schema.verification": "false",
         "datanucleus.schema.autoCreateAll": "true",
         "metastore.warehouse.dir": str(workdir / "warehouse"),
+        # Hive 3's defaults need classes of Hive's query compiler (hive-exec), which a metastore
+        # alone lacks: a plain partition-expression proxy, and only the event-cleaning task
+        "metastore.expression.proxy": "org.apache.hadoop.hive.metastore.DefaultPartitionExpressionProxy",
+        "metastore.task.threads.always": "org.apache.hadoop.hive.metastore.events.EventCleanerTask",
     }))
     args = [java, f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            f"-Dderby.system.home={workdir}", "-cp", f"{workdir / 'conf'}:{HOME / 'lib'}/*",
+            f"-Dderby.system.home={workdir}", "-cp", f"{workdir / 'conf'}:{home / 'lib'}/*",
             "org.apache.hadoop.hive.metastore.HiveMetaStore"]
     with open(workdir / "stdout.log", "wb") as out:
         process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=workdir,
                                    start_new_session=True)
-    server = HiveMetastoreServer(port, process.pid, workdir)
+    server = HiveMetastoreServer(version, port, process.pid, workdir)
     try:
         deadline = time.monotonic() + START_DEADLINE_S
         while True:

@@ -96,9 +96,10 @@ class HudiSparkError(RuntimeError):
 
 
 class HudiSpark:
-    """One Spark worker process with Hudi's bundle; ``close`` stops it."""
+    """One Spark worker process with Hudi's bundle (and the Spark settings ``conf``);
+    ``close`` stops it."""
 
-    def __init__(self, workdir: str | Path | None = None) -> None:
+    def __init__(self, workdir: str | Path | None = None, conf: Mapping[str, str] | None = None) -> None:
         env = setup()
         self.versions = {"hudi": env["hudi"], "spark": env["spark"]}
         self._tmp = tempfile.TemporaryDirectory(prefix="memtier-hudi-spark-", dir=workdir)
@@ -106,7 +107,7 @@ class HudiSpark:
         self.log_path = self.workdir / "spark.log"
         self._log = self.log_path.open("w")
         self._proc = subprocess.Popen(
-            [env["python"], str(WORKER), env["jar"]],
+            [env["python"], str(WORKER), env["jar"], *(f"{k}={v}" for k, v in (conf or {}).items())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1,
             cwd=self.workdir,
         )
