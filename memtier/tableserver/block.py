@@ -31,7 +31,26 @@ from memtier.wal.format import FramePayload, WalContents, frame_payload
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Block", "Frame"]
+__all__ = ["Block", "Frame", "Share"]
+
+
+class Share:
+    """The memory of one write's rows: one copy in file-group order, each file group's
+    rows a slice of it (one copy instead of one per file group). The copy is freed when
+    the last block holding a slice drops it, so that is when its bytes count as freed."""
+
+    __slots__ = ("_left", "_lock", "nbytes")
+
+    def __init__(self, nbytes: int, slices: int) -> None:
+        self.nbytes = nbytes
+        self._left = slices
+        self._lock = threading.Lock()
+
+    def drop(self) -> int:
+        """One slice dropped: the bytes freed (all of them with the last slice, else 0)."""
+        with self._lock:
+            self._left -= 1
+            return self.nbytes if self._left == 0 else 0
 
 
 @dataclass(frozen=True)
@@ -44,6 +63,8 @@ class Frame:
     batch: pa.RecordBatch
     #: The stream append making it durable, while that may still be running.
     ack: PendingAppend | None = field(default=None, compare=False, repr=False)
+    #: The write's memory this frame's batch is a slice of (None: the batch owns its memory).
+    share: Share | None = field(default=None, compare=False, repr=False)
     _ranges: dict[str, tuple[Any, Any]] = field(default_factory=dict, compare=False, repr=False)
 
     def value_range(self, column: str) -> tuple[Any, Any]:
@@ -191,11 +212,18 @@ class Block:
         written); returns the bytes freed."""
         if self._frames is None or not self.sealed or not self.has_file():
             return 0
+        return self.drop()
+
+    def drop(self) -> int:
+        """Drop the frames from memory, whether the block file exists or not (the block
+        is given up: its rows stay in the WAL for whoever recovers it); the bytes freed:
+        its own, or those of the writes whose last slices it held (:class:`Share`)."""
         with self._lock:
-            if self._frames is None:
-                return 0
-            self._frames = None
-            return self.nbytes
+            frames, self._frames = self._frames, None
+        if frames is None:
+            return 0
+        shares = [f.share for f in frames if f.share is not None]
+        return sum(s.drop() for s in shares) if shares else self.nbytes
 
     def frames(self) -> list[Frame]:
         """Every durable frame (waiting for appends still syncing), from memory or

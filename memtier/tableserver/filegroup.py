@@ -136,7 +136,3 @@ class FileGroup:
                 keep.append(block)
         self.blocks = keep
         return freed
-
-    @property
-    def memory(self) -> int:
-        return sum(b.memory for b in self.blocks)

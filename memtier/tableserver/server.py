@@ -40,7 +40,7 @@ from memtier.hudi.tablemeta import TableMeta
 from memtier.io import FileIO, join, open_fileio, parent, relpath
 from memtier.latency import LatencyWindow
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
-from memtier.tableserver.block import Block, Frame
+from memtier.tableserver.block import Block, Frame, Share
 from memtier.tableserver.filegroup import FileGroup, FileGroupKey
 from memtier.tableserver.flush import FlushGroup, Planned
 from memtier.tableserver.flusher import Flusher, InlineFlusher, ProcessFlusher
@@ -244,7 +244,7 @@ class TableServer:
                     group.seal_open()
                     for block in group.blocks:
                         block.has_file()  # written before the next owner looks for it
-                    self.memory.release(group.memory)
+                        self.memory.release(block.drop())
             if not t.owned:
                 with self._lock:
                     self._tables.pop(table, None)
@@ -335,14 +335,14 @@ class TableServer:
                 f"buckets {foreign} of table {table!r} are not on table server {self.server_id}; "
                 "refresh the routing and retry"
             )
-        pieces = []
-        for partition, bucket, rows in groups:
-            key = FileGroupKey(partition, t.file_ids.get((partition, bucket)) or bucket_file_id(bucket))
-            piece = physical if rows is None else physical.take(pa.array(rows))
-            pieces.append((key, piece.combine_chunks().to_batches()[0]))
-        nbytes = sum(p.nbytes for _, p in pieces)
+        whole, slices = _by_file_group(physical, groups)
+        pieces = [
+            (FileGroupKey(partition, t.file_ids.get((partition, bucket)) or bucket_file_id(bucket)), piece)
+            for (partition, bucket, _), piece in zip(groups, slices, strict=True)
+        ]
+        nbytes = whole.nbytes
         evicted = self._admit(nbytes)
-        rows = self._append(t, pieces, txn_id, producer_id, producer_seq)
+        rows = self._append(t, pieces, Share(nbytes, len(pieces)), txn_id, producer_id, producer_seq)
         self.write_latency.add(time.perf_counter() - started)
         t.acknowledged.add(rows, nbytes)
         return WriteAck(rows, batch.num_rows - rows, len(pieces), evicted)
@@ -360,15 +360,17 @@ class TableServer:
         self,
         t: _Table,
         pieces: list[tuple[FileGroupKey, pa.RecordBatch]],
+        share: Share,
         txn_id: int,
         producer_id: bytes,
         producer_seq: int,
     ) -> int:
-        """Append each piece (its bytes admitted already) to its file group's open block;
-        the rows appended. Under the file groups' locks (taken in key order) the pieces
-        are queued on the table's WAL stream as one append, and added to memory; the wait
-        until they are durable (one sync, shared with concurrent writes) comes after the
-        locks are released. Reads see the frames once durable."""
+        """Append each piece (a slice of the write's ``share``, admitted already) to its
+        file group's open block; the rows appended. Under the file groups' locks (taken in
+        key order) the pieces are queued on the table's WAL stream as one append, and
+        added to memory; the wait until they are durable (one sync, shared with
+        concurrent writes) comes after the locks are released. Reads see the frames once
+        durable."""
         with self._lock:
             groups = [t.groups.get(key) for key, _ in pieces]
             for i, (key, _) in enumerate(pieces):
@@ -378,6 +380,7 @@ class TableServer:
         payloads = [frame_payload(schema, batch) for _, batch in pieces]
         pending: PendingAppend | None = None
         rows = added = 0
+        estimate = share.nbytes // len(pieces)  # a block's size grows by its share
         try:
             with contextlib.ExitStack() as locks:
                 for group in sorted({id(g): g for g in groups}.values(), key=lambda g: g.key):
@@ -398,14 +401,15 @@ class TableServer:
                 for block, (group, batch, _) in zip(blocks, fresh, strict=True):
                     # memory keeps the batch, not the payload (decoding an IPC message costs
                     # more than encoding it again for the block file)
-                    frame = Frame(txn_id, producer_id, producer_seq, batch, ack=pending)
-                    group.add(block, frame, batch.nbytes)
+                    frame = Frame(txn_id, producer_id, producer_seq, batch, ack=pending, share=share)
+                    group.add(block, frame, estimate)
                     rows += batch.num_rows
-                    added += batch.nbytes
+                    added += 1
                     if block.nbytes >= self._block_max_bytes:
                         block.seal()
         finally:
-            self.memory.release(sum(batch.nbytes for _, batch in pieces) - added)
+            # the slices not appended (duplicates, or an error) are dropped at once
+            self.memory.release(sum(share.drop() for _ in range(len(pieces) - added)))
             if pending is not None:
                 pending.wait()
         return rows
@@ -805,6 +809,21 @@ def _file_group_rows(
         KeyColumns.of(table, meta.config.record_key_fields)
         return (("", 0, None),)
     return locate(meta, table, integer_keys=False).groups
+
+
+def _by_file_group(
+    table: pa.Table, groups: Sequence[tuple[str, int, np.ndarray | None]]
+) -> tuple[pa.RecordBatch, list[pa.RecordBatch]]:
+    """``table``'s rows as one batch in file-group order (one copy; none when one file
+    group takes every row in order), and each group's rows as a slice of it."""
+    if len(groups) == 1 and groups[0][2] is None:
+        whole = table.combine_chunks().to_batches()[0]
+        return whole, [whole]
+    order = np.concatenate([rows for _, _, rows in groups])
+    whole = table.take(pa.array(order)).combine_chunks().to_batches()[0]
+    ends = np.cumsum([len(rows) for _, _, rows in groups])
+    return whole, [whole.slice(end - len(rows), len(rows))
+                   for (_, _, rows), end in zip(groups, ends.tolist(), strict=True)]
 
 
 def _repeated(runs: list[tuple[str, int]]) -> pa.DictionaryArray:
