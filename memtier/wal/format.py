@@ -39,7 +39,11 @@ is 16 bytes the client chooses (a UUID's bytes; a u64 client id as ``n.to_bytes(
 the producer sequence is an unsigned 64-bit number that increases per producer.
 
 In a stream every record header names its block, so each block's frames are recovered on
-their own: a frame whose payload is damaged fails only its block (see :func:`decode_stream`).
+their own: a frame whose payload is damaged fails only its block. A record header (or a
+block record's payload) with one flipped bit is repaired from its CRC32C (which tells any
+single-bit error in a few hundred bytes apart); a header damaged beyond that names no
+block, so the blocks that may have lost a frame to it fail, and the others are exact (see
+:func:`decode_stream`).
 
 Every byte is covered by a check, so a torn or damaged record is always detected. Records
 are 8-byte aligned, so Arrow reads batches straight out of a memory-mapped file. The
@@ -476,20 +480,29 @@ class _Record:
     producer_id: bytes
     producer_seq: int
     block_ref: int
+    payload_crc: int
     #: False when only the payload is damaged: the record header itself is intact.
     payload_ok: bool = True
 
 
-def _parse_record(data: pa.Buffer, view: memoryview, offset: int, seed: int) -> _Record | str:
-    """The record at ``offset`` (its header intact), or why there is none."""
+def _parse_record(
+    data: pa.Buffer, view: memoryview, offset: int, seed: int, *, repair: bool = False
+) -> _Record | str:
+    """The record at ``offset`` (its header intact; with ``repair``, a header with one
+    flipped bit is repaired), or why there is none."""
     end = offset + RECORD_HEADER_SIZE
     if end > data.size:
         return "incomplete record header"
-    if view[offset : offset + 4] != RECORD_MAGIC:
-        return "no record magic"
+    header: Any = view[offset:end]
+    if header[:4] != RECORD_MAGIC or crc32c.crc32c(header[8:], seed) != _LENGTH.unpack_from(header, 4)[0]:
+        header = _repaired_header(header, seed) if repair else None
+        if header is None:
+            return "no record magic" if view[offset : offset + 4] != RECORD_MAGIC else (
+                "record header checksum mismatch"
+            )
     (
         _,
-        crc,
+        _,
         kind,
         payload_length,
         payload_crc,
@@ -498,17 +511,64 @@ def _parse_record(data: pa.Buffer, view: memoryview, offset: int, seed: int) -> 
         txn_id,
         producer_id,
         seq,
-    ) = _RECORD.unpack_from(data, offset)
-    if crc32c.crc32c(view[offset + 8 : end], seed) != crc:
-        return "record header checksum mismatch"
+    ) = _RECORD.unpack_from(header, 0)
     if kind not in tuple(RecordKind):
         return f"unknown record kind {kind}"
     if end + payload_length > data.size:
         return f"incomplete record: {payload_length} payload bytes announced"
     payload_ok = crc32c.crc32c(view[end : end + payload_length]) == payload_crc
     return _Record(
-        RecordKind(kind), payload_length, sync_mark, txn_id, producer_id, seq, block_ref, payload_ok
+        RecordKind(kind), payload_length, sync_mark, txn_id, producer_id, seq, block_ref,
+        payload_crc, payload_ok,
     )
+
+
+@functools.cache
+def _bit_syndromes(length: int) -> dict[int, int]:
+    """For a message of ``length`` bytes: the CRC32C change each single flipped bit makes
+    -> that bit's index. CRC32C is linear, so the change does not depend on the message
+    or the seed, and no two bits (nor a bit and a CRC bit) of a message this short give
+    the same change."""
+    zero = crc32c.crc32c(bytes(length))
+    syndromes = {}
+    message = bytearray(length)
+    for bit in range(8 * length):
+        message[bit >> 3] = 1 << (bit & 7)
+        syndromes[crc32c.crc32c(message) ^ zero] = bit
+        message[bit >> 3] = 0
+    return syndromes
+
+
+def _repair_bit(message: bytearray, crc: int, seed: int) -> bool:
+    """Flip the one bit of ``message`` that makes its CRC32C (seeded) equal ``crc``, if
+    one does; whether the message now matches ``crc`` (True also when the bit that flipped
+    was in ``crc`` itself)."""
+    syndrome = crc32c.crc32c(message, seed) ^ crc
+    if syndrome == 0 or syndrome.bit_count() == 1:
+        return True
+    bit = _bit_syndromes(len(message)).get(syndrome)
+    if bit is None:
+        return False
+    message[bit >> 3] ^= 1 << (bit & 7)
+    return True
+
+
+def _repaired_header(header: memoryview, seed: int) -> bytes | None:
+    """A record header with at most one flipped bit (magic, CRC or checked bytes),
+    repaired; None if it has more damage (or is no record header)."""
+    magic_flips = int.from_bytes(header[:4], "little") ^ int.from_bytes(RECORD_MAGIC, "little")
+    if magic_flips.bit_count() > 1:
+        return None
+    fixed = bytearray(header)
+    fixed[:4] = RECORD_MAGIC
+    checked = fixed[8:]
+    (crc,) = _LENGTH.unpack_from(fixed, 4)
+    if magic_flips:  # the one flipped bit was in the magic: the rest must be intact
+        return bytes(fixed) if crc32c.crc32c(checked, seed) == crc else None
+    if not _repair_bit(checked, crc, seed):
+        return None
+    fixed[8:] = checked
+    return bytes(fixed)
 
 
 def _durable_witness(data: pa.Buffer, view: memoryview, bad: int, seed: int) -> int | None:
@@ -639,14 +699,20 @@ class StreamContents:
     blocks: tuple[StreamBlock, ...]
     size: int  # end of the last valid record
     tail: int  # bytes after ``size`` holding no valid record (torn, or still being written)
+    #: Damage that lost frames of a block it cannot name (its declaration was lost), or None.
+    error: CorruptFileError | None = None
 
 
 def decode_stream(data: pa.Buffer, path: str) -> StreamContents:
     """Decode a stream segment, stopping at a torn tail.
 
     Each block is recovered on its own: a durable frame whose payload is damaged fails
-    only its block (its :attr:`StreamBlock.error`); the other blocks are exact. A damaged
-    record header names no block, so it fails the whole segment (CorruptFileError)."""
+    only its block (its :attr:`StreamBlock.error`); the other blocks are exact. A record
+    header, or a block record's payload, with one flipped bit is repaired. A durable
+    record header damaged beyond repair names no block: decoding goes on at the next
+    intact record, and every block declared before the damage fails (the lost record may
+    have been one of its frames); a block whose declaration was lost is known by no name,
+    so the segment fails (:attr:`StreamContents.error`)."""
     header, pos = decode_header(data, path)
     if header.kind is not WalKind.STREAM:
         raise NotAWalFileError(path, 10, "a block file, not a WAL stream")
@@ -654,28 +720,46 @@ def decode_stream(data: pa.Buffer, path: str) -> StreamContents:
     view = memoryview(data).cast("B")
     blocks: dict[int, tuple[WalHeader, list[WalFrame]]] = {}
     errors: dict[int, CorruptFileError] = {}
+    lost: CorruptFileError | None = None  # a record lost to damage, of some block
+    unnamed: CorruptFileError | None = None  # frames of a block whose declaration was lost
     while pos < data.size:
-        record = _parse_record(data, view, pos, seed)
+        record = _parse_record(data, view, pos, seed, repair=True)
         if isinstance(record, str):
-            _check_tail(data, view, pos, seed, record, path)
-            break
+            resume = _next_record(data, view, pos, seed)
+            if resume is None:
+                break  # a torn tail: never acknowledged
+            lost = CorruptFileError(path, pos, f"{record}: a record lost before byte {resume}")
+            for ref in blocks:
+                errors.setdefault(ref, lost)
+            pos = resume
+            continue
         length = RECORD_HEADER_SIZE + record.payload_length
         ref = record.block_ref
         if record.kind is RecordKind.SEAL:
             raise CorruptFileError(path, pos, "a seal record in a stream")
         if record.kind is RecordKind.FRAME and ref not in blocks:
-            raise CorruptFileError(path, pos, f"a frame of block reference {ref}, never declared")
+            if lost is None:
+                raise CorruptFileError(path, pos, f"a frame of block reference {ref}, never declared")
+            unnamed = unnamed or CorruptFileError(
+                path, pos, f"a frame of block reference {ref}, whose declaration was lost ({lost})"
+            )
+            pos += length
+            continue
         if record.kind is RecordKind.BLOCK and ref in blocks:
             raise CorruptFileError(path, pos, f"block reference {ref} declared twice")
-        if not record.payload_ok:
+        payload: Any = data.slice(pos + RECORD_HEADER_SIZE, record.payload_length)
+        if not record.payload_ok and record.kind is RecordKind.BLOCK:
+            payload = _repaired_payload(data, view, pos, record)
+        if payload is None or not record.payload_ok and record.kind is RecordKind.FRAME:
             if _durable_witness(data, view, pos, seed) is None:
                 break  # a torn tail: never acknowledged
             if record.kind is RecordKind.BLOCK:
-                raise CorruptFileError(path, pos, "damaged block record")
-            errors.setdefault(ref, CorruptFileError(path, pos, "frame payload checksum mismatch"))
+                unnamed = unnamed or CorruptFileError(path, pos, "damaged block record")
+                lost = lost or unnamed
+            else:
+                errors.setdefault(ref, CorruptFileError(path, pos, "frame payload checksum mismatch"))
             pos += length
             continue
-        payload = data.slice(pos + RECORD_HEADER_SIZE, record.payload_length)
         if record.kind is RecordKind.BLOCK:
             block = _parse_header_body(payload, path, pos + RECORD_HEADER_SIZE, WalKind.BLOCK)
             blocks[ref] = (block, [])
@@ -695,4 +779,31 @@ def decode_stream(data: pa.Buffer, path: str) -> StreamContents:
     found = tuple(
         StreamBlock(block, tuple(frames), errors.get(ref)) for ref, (block, frames) in blocks.items()
     )
-    return StreamContents(path, header, found, pos, data.size - pos)
+    return StreamContents(path, header, found, pos, data.size - pos, unnamed)
+
+
+#: Block records (a block file's header) at most this long are repaired from one flipped bit.
+_REPAIRABLE_PAYLOAD = 4096
+
+
+def _repaired_payload(data: pa.Buffer, view: memoryview, pos: int, record: _Record) -> pa.Buffer | None:
+    """A short payload with one flipped bit, repaired; None if it cannot be."""
+    if record.payload_length > _REPAIRABLE_PAYLOAD:
+        return None
+    start = pos + RECORD_HEADER_SIZE
+    payload = bytearray(view[start : start + record.payload_length])
+    return pa.py_buffer(bytes(payload)) if _repair_bit(payload, record.payload_crc, 0) else None
+
+
+def _next_record(data: pa.Buffer, view: memoryview, bad: int, seed: int) -> int | None:
+    """Where decoding goes on after an unreadable record at ``bad``: the next intact
+    record, if an intact record after ``bad`` was written once ``bad`` was durable (so
+    ``bad`` is damage, not a torn tail); None for a torn tail."""
+    if _durable_witness(data, view, bad, seed) is None:
+        return None
+    at = bad + 8
+    while at + RECORD_HEADER_SIZE <= data.size:
+        if view[at : at + 4] == RECORD_MAGIC and isinstance(_parse_record(data, view, at, seed), _Record):
+            return at
+        at += 8  # records are 8-byte aligned
+    raise AssertionError("unreachable: the witness is an intact record")

@@ -298,10 +298,14 @@ def recover_blocks(
     """The frames of every ``wanted`` block found in the segments below ``directory``, in
     order (a block's frames may span segments of one incarnation). A wanted block with a
     damaged frame raises its :class:`~memtier.errors.CorruptFileError`; other blocks are
-    unaffected."""
+    unaffected, unless the damage lost frames of a block the segment cannot name (it
+    might be wanted)."""
     blocks: dict[bytes, tuple[WalHeader, list[WalFrame]]] = {}
     for _, path, _ in _segments(fileio, directory):
-        for block in read_stream(fileio, path).blocks:
+        contents = read_stream(fileio, path)
+        if contents.error is not None:
+            raise contents.error
+        for block in contents.blocks:
             if not wanted(block.header):
                 continue
             if block.error is not None:
@@ -327,10 +331,13 @@ def delete_stale_segments(
         if name.incarnation == keep_incarnation or mtime is None or now - mtime < min_age_s:
             continue
         try:
-            blocks: Iterable[WalHeader] = [b.header for b in read_stream(fileio, path).blocks]
+            contents = read_stream(fileio, path)
+            if contents.error is not None:
+                raise contents.error
         except (CorruptFileError, NotAWalFileError, UnknownFormatVersionError, NotFoundError) as e:
             log.warning("%s: unreadable WAL stream segment, kept: %s", path, e)
             continue
+        blocks: Iterable[WalHeader] = [b.header for b in contents.blocks]
         if all(has_file(b) for b in blocks):
             wal_storage(fileio, path).delete()
             log.info("deleted WAL stream segment %s (every block has its file)", path)

@@ -14,14 +14,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,11 +27,7 @@ from hypothesis import strategies as st
 from memtier.config import SyncPolicy, WalConfig
 from memtier.io import FileIO, open_fileio
 from memtier.wal import GroupCommitter, WalWriter, recover
-from tests.support.wal import batch_for, header, producer_id, wal_path, write_wal
-
-REPO = Path(__file__).resolve().parents[2]
-CHILD_DEADLINE_S = 60.0
-
+from tests.support.wal import Run, batch_for, crash_child, header, producer_id, wal_path, write_wal
 
 # -- the child: a writer process ----------------------------------------------------------
 
@@ -75,69 +67,6 @@ def child(
 
 
 # -- the parent ---------------------------------------------------------------------------
-
-
-@dataclass
-class Run:
-    """What the child reported before it died."""
-
-    acked: dict[int, int] = field(default_factory=dict)  # producer -> last acked seq
-    sealed: set[int] = field(default_factory=set)
-    lines: int = 0
-
-
-def crash_child(
-    root: str,
-    options: dict[str, str],
-    *,
-    threads: int,
-    files: int,
-    policy: str,
-    seals: dict[int, int],
-    kill_after: int,
-    delay_s: float,
-) -> Run:
-    """Start a writer, SIGKILL it after ``kill_after`` acks plus ``delay_s``, collect its acks."""
-    args = [
-        sys.executable,
-        "-m",
-        "tests.property.test_wal_crash",
-        root,
-        json.dumps(options),
-        str(threads),
-        str(files),
-        policy,
-        json.dumps(seals),
-    ]
-    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    run = Run()
-    enough = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            kind, *rest = line.decode().split()
-            if kind == "ack":
-                run.acked[int(rest[0])] = int(rest[1])
-                run.lines += 1
-            elif kind == "sealed":
-                run.sealed.add(int(rest[0]))
-            if run.lines >= kill_after or len(run.sealed) == threads:
-                enough.set()
-
-    reader = threading.Thread(target=read)
-    reader.start()
-    try:
-        if not enough.wait(CHILD_DEADLINE_S):
-            state = "hung" if proc.poll() is None else proc.stderr.read().decode()  # type: ignore[union-attr]
-            raise AssertionError(f"the writer made no progress: {state}")
-        time.sleep(delay_s)  # a random moment: the kill is not aimed at any step
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        reader.join()
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()  # type: ignore[union-attr]
-    return run
 
 
 def check_recovery(fileio: FileIO, root: str, run: Run, threads: int, files: int) -> None:
@@ -197,16 +126,9 @@ def run_case(root: str, options: dict[str, str], case: dict[str, Any], settle_s:
         if case["seal_some"] and files == threads
         else {}
     )
-    run = crash_child(
-        root,
-        options,
-        threads=threads,
-        files=files,
-        policy=case["policy"],
-        seals=seals,
-        kill_after=case["kill_after"],
-        delay_s=case["delay_s"],
-    )
+    args = [root, json.dumps(options), str(threads), str(files), case["policy"], json.dumps(seals)]
+    run = crash_child("tests.property.test_wal_crash", args, kill_after=case["kill_after"],
+                      delay_s=case["delay_s"], producers=threads)
     time.sleep(settle_s)
     check_recovery(open_fileio(root, options or None), root, run, threads, files)
 

@@ -16,15 +16,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -53,10 +50,7 @@ from memtier.wal.format import (
     header_length,
 )
 from memtier.wal.storage import list_logs
-from tests.support.wal import SCHEMA, batch_for, header, producer_id
-
-REPO = Path(__file__).resolve().parents[2]
-CHILD_DEADLINE_S = 60.0
+from tests.support.wal import SCHEMA, Run, batch_for, crash_child, header, producer_id
 
 
 def stream_dir(root: str) -> str:
@@ -116,45 +110,10 @@ def child(root: str, threads: int, blocks: int, policy: str, seals: dict[int, in
 # -- the parent ---------------------------------------------------------------------------
 
 
-@dataclass
-class Run:
-    acked: dict[int, int] = field(default_factory=dict)  # producer -> last acked seq
-    sealed: set[int] = field(default_factory=set)
-    lines: int = 0
-
-
-def crash_child(root: str, case: dict[str, Any]) -> Run:
-    args = [sys.executable, "-m", "tests.property.test_wal_stream_crash", root,
-            str(case["threads"]), str(case["blocks"]), case["policy"], json.dumps(case["seals"])]
-    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    run = Run()
-    enough = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            kind, *rest = line.decode().split()
-            if kind == "ack":
-                run.acked[int(rest[0])] = int(rest[1])
-                run.lines += 1
-            elif kind == "sealed":
-                run.sealed.add(int(rest[0]))
-            if run.lines >= case["kill_after"]:
-                enough.set()
-
-    reader = threading.Thread(target=read)
-    reader.start()
-    try:
-        if not enough.wait(CHILD_DEADLINE_S):
-            state = "hung" if proc.poll() is None else proc.stderr.read().decode()  # type: ignore[union-attr]
-            raise AssertionError(f"the writer made no progress: {state}")
-        time.sleep(case["delay_s"])  # a random moment: the kill is not aimed at any step
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        reader.join()
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()  # type: ignore[union-attr]
-    return run
+def run_child(root: str, case: dict[str, Any]) -> Run:
+    args = [root, str(case["threads"]), str(case["blocks"]), case["policy"], json.dumps(case["seals"])]
+    return crash_child("tests.property.test_wal_stream_crash", args, kill_after=case["kill_after"],
+                       delay_s=case["delay_s"])
 
 
 def recover_all(fileio: FileIO, root: str) -> dict[str, list[int]]:
@@ -200,7 +159,7 @@ crash_cases = st.fixed_dictionaries(
 
 
 def run_case(root: str, case: dict[str, Any]) -> None:
-    check_recovery(root, crash_child(root, case), case)
+    check_recovery(root, run_child(root, case), case)
 
 
 def test_sigkill_during_writes_to_many_blocks_quick() -> None:
@@ -276,8 +235,8 @@ def expected(records: list[Record], before: int) -> dict[int, int]:
     return kept
 
 
-def recovered(fileio: FileIO, root: str, skip: int | None = None) -> dict[int, int]:
-    blocks = recover_blocks(fileio, stream_dir(root), lambda h: h.file_group != f"fg{skip}")
+def recovered(fileio: FileIO, root: str, skip: frozenset[int] = frozenset()) -> dict[int, int]:
+    blocks = recover_blocks(fileio, stream_dir(root), lambda h: int(h.file_group[2:]) not in skip)
     found = {int(h.file_group[2:]): [f.producer_seq for f in frames] for h, frames in blocks}
     for seqs in found.values():
         assert seqs == list(range(len(seqs)))
@@ -285,29 +244,48 @@ def recovered(fileio: FileIO, root: str, skip: int | None = None) -> dict[int, i
 
 
 def check_damage(root: str, appends: list[int], picks: list[tuple[int, int]]) -> None:
-    """Cut the stream at, or flip a bit of, chosen bytes of chosen records: every block
-    keeps exactly its frames that are intact and were acknowledged, on its own."""
+    """Cut the stream at, flip a bit of, or damage beyond repair, chosen bytes of chosen
+    records: every block keeps exactly its frames that are intact and were acknowledged,
+    on its own."""
     fileio = open_fileio(root)
     path, records = write_stream(root, appends)
     data = fileio.read_bytes(path)
     last_write = records[-1].write
+    everything = expected(records, len(data))
     for index, where in picks:
         r = records[index % len(records)]
         at = r.offset + where % (r.end - r.offset)
         fileio.write_atomic(path, data[:at])  # torn at ``at``
         assert recovered(fileio, root) == expected(records, at)
         fileio.write_atomic(path, data[:at] + bytes([data[at] ^ 0x10]) + data[at + 1:])
-        if r.write == last_write:  # damage in the last write looks torn: it was never acked
+        if r.frame and at >= r.header_end:  # a frame's payload: only its block fails
+            if r.write == last_write:  # damage in the last write looks torn: never acked
+                assert recovered(fileio, root) == expected(records, r.offset)
+            else:
+                with pytest.raises(CorruptFileError, match="payload"):
+                    recovered(fileio, root)
+                assert recovered(fileio, root, frozenset([r.block])) == {
+                    b: n for b, n in everything.items() if b != r.block
+                }
+        else:  # one flipped bit of a record header or of a block declaration: repaired
+            assert recovered(fileio, root) == everything
+        # a record header damaged beyond repair (two bytes of it)
+        one, two = r.offset + 8 + where % 24, r.offset + 32 + where % 32
+        fileio.write_atomic(path, data[:one] + bytes([data[one] ^ 0xFF]) + data[one + 1:two]
+                            + bytes([data[two] ^ 0xFF]) + data[two + 1:])
+        if r.write == last_write:
             assert recovered(fileio, root) == expected(records, r.offset)
-        elif r.frame and at >= r.header_end:  # a frame's payload: only its block fails
-            with pytest.raises(CorruptFileError, match="payload"):
+        elif not r.frame:  # a lost declaration: its block's frames cannot be named
+            with pytest.raises(CorruptFileError, match="declaration was lost"):
                 recovered(fileio, root)
-            assert recovered(fileio, root, skip=r.block) == {
-                b: n for b, n in expected(records, len(data)).items() if b != r.block
+        else:  # the blocks declared before it may have lost a frame; the others are exact
+            failed = frozenset(d.block for d in records if not d.frame and d.offset < r.offset)
+            assert recovered(fileio, root, failed) == {
+                b: n for b, n in everything.items() if b not in failed
             }
-        else:  # a record header or a block declaration: the segment names no block
-            with pytest.raises(CorruptFileError):
-                recovered(fileio, root)
+            for b in failed:
+                with pytest.raises(CorruptFileError, match="lost before"):
+                    recovered(fileio, root, frozenset(failed - {b}))
         fileio.write_atomic(path, data)
 
 

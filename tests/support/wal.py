@@ -1,6 +1,17 @@
-"""Small builders for WAL tests: a schema, deterministic batches per (producer, seq), WALs."""
+"""Small builders for WAL tests: a schema, deterministic batches per (producer, seq), WALs,
+and the harness of the crash tests (a writer process killed at a random moment)."""
 
 from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -101,3 +112,54 @@ def held_blocks(wal_root: str) -> dict[bytes, int]:
         contents = read_wal(io, entry.path)
         files[contents.header.file_id] = contents.row_count
     return {**streamed, **files}
+
+
+REPO = Path(__file__).resolve().parents[2]
+CHILD_DEADLINE_S = 60.0
+
+
+@dataclass
+class Run:
+    """What a killed writer process reported before it died."""
+
+    acked: dict[int, int] = field(default_factory=dict)  # producer -> last acked seq
+    sealed: set[int] = field(default_factory=set)
+    lines: int = 0
+
+
+def crash_child(
+    module: str, args: Sequence[str], *, kill_after: int, delay_s: float, producers: int | None = None
+) -> Run:
+    """Run ``python -m module *args`` (a writer printing ``ack <producer> <seq>`` and
+    ``sealed <producer>`` lines) and SIGKILL it ``delay_s`` after its ``kill_after``-th
+    ack (or once ``producers`` producers sealed): a random moment, aimed at no step."""
+    proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run = Run()
+    enough = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            kind, *rest = line.decode().split()
+            if kind == "ack":
+                run.acked[int(rest[0])] = int(rest[1])
+                run.lines += 1
+            elif kind == "sealed":
+                run.sealed.add(int(rest[0]))
+            if run.lines >= kill_after or len(run.sealed) == producers:
+                enough.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        if not enough.wait(CHILD_DEADLINE_S):
+            state = "hung" if proc.poll() is None else proc.stderr.read().decode()  # type: ignore[union-attr]
+            raise AssertionError(f"the writer made no progress: {state}")
+        time.sleep(delay_s)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        reader.join()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()  # type: ignore[union-attr]
+    return run
