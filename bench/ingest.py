@@ -34,8 +34,9 @@ Same batches (``bench.batches.make_batches``: 5 columns, 10,000 rows), same disk
 5. memory: a third cluster whose table server has ``tableserver.memory-budget=--budget``
    ingests ``--budget-factor`` times that (the batches cycled) and then waits until its
    flushes have caught up, while a sampler asks the table server for ``memory_used`` and
-   its unflushed bytes, and reads the process RSS, every 10 ms (``RSS idle``: before the
-   ingest; ``--memory-only`` runs this test alone, with 1 bucket);
+   its unflushed bytes, and reads the RSS of the table server and of its flush worker,
+   every 10 ms (``RSS idle``: both after a one-row write and flush, before the ingest;
+   ``--memory-only`` runs this test alone, with 1 bucket);
 6. visibility for the comparison: after a ``--peer-batches`` ingest, ``--visible-batches``
    lockstep batches with a reader process, as for the peers (``bench/freshness.py``).
 
@@ -106,6 +107,31 @@ def rss_bytes(pid: int) -> dict[str, int]:
     """Resident bytes of process ``pid``: anonymous (heap) and file-backed (mapped files)."""
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
     return {kind: int(fields[f"Rss{kind.capitalize()}"].split()[0]) * 1024 for kind in ("anon", "file")}
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (a table server's: its flush worker)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:  # the thread ended
+            pass
+    return found
+
+
+def process_rss(pid: int) -> dict[str, int]:
+    """Resident bytes of a table server with its flush worker (absent before its first
+    flush): ``anon``/``file`` of the server, ``worker`` of the worker, ``rss`` in all."""
+    server = rss_bytes(pid)
+    worker = {"anon": 0, "file": 0}
+    for child in children(pid):
+        try:
+            worker = {k: v + worker[k] for k, v in rss_bytes(child).items()}
+        except FileNotFoundError:  # it exited meanwhile
+            pass
+    return {**server, "worker_anon": worker["anon"], "worker_file": worker["file"],
+            "worker": sum(worker.values()), "rss": sum(server.values()) + sum(worker.values())}
 
 
 def write_all(writers: Sequence[Callable[[pa.RecordBatch], object]],
@@ -278,7 +304,7 @@ def memory_bound(cluster: LocalCluster, batches: Sequence[pa.RecordBatch], bucke
             status = memtier.server.status()
             unflushed = sum(t["unflushed_bytes"] for t in status["tables"].values())
             samples.append({"used": status["memory_used"], "unflushed": unflushed,
-                            **rss_bytes(memtier.server_pid)})
+                            **process_rss(memtier.server_pid)})
 
     def drain(_table: str) -> None:
         begin = time.monotonic()
@@ -286,7 +312,11 @@ def memory_bound(cluster: LocalCluster, batches: Sequence[pa.RecordBatch], bucke
             time.sleep(SAMPLE_EVERY_S)
         drained.append(time.monotonic() - begin)
 
-    idle = rss_bytes(memtier.server_pid)  # the fixed overhead: the process before the ingest
+    with memtier.table(batches[0].schema, buckets) as warm:  # the flush worker started
+        for _ in range(2):  # a base file, then a log file: both flush paths loaded
+            memtier.clients[0].write(warm, batches[0].slice(0, 1000))
+            memtier.clients[0].flush(warm)
+    idle = process_rss(memtier.server_pid)  # the processes before the ingest
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
@@ -299,8 +329,7 @@ def memory_bound(cluster: LocalCluster, batches: Sequence[pa.RecordBatch], bucke
     return {**result, "budget": budget, "written_bytes": arrow_bytes(cycled),
             "samples": len(samples), "memory_peak": status["memory_peak"],
             **{f"{k}_max": max(x[k] for x in samples) for k in samples[0]},
-            "rss_max": max(x["anon"] + x["file"] for x in samples),
-            "rss_idle": idle["anon"] + idle["file"],
+            "rss_idle": idle["rss"], "worker_idle": idle["worker"],
             "drain_s": round(drained[0], 2), "drained": not samples[-1]["unflushed"],
             "wal": status["wal"]}
 
@@ -331,16 +360,18 @@ def table_rows(results: Sequence[dict[str, Any]]) -> list[list[Any]]:
 
 MEMORY_HEADER = ["memory: budget MB", "written MB", "rows/s", "memory_used max MB",
                  "memory_peak MB", "peak/budget", "unflushed max MB", "drain s",
-                 "RSS anon max MB", "RSS file max MB", "RSS idle MB", "(RSS max - idle)/budget",
-                 "ack p50 ms", "ack p99 ms"]
+                 "RSS anon max MB", "RSS file max MB", "worker RSS max MB", "RSS max MB",
+                 "RSS idle MB", "(RSS max - idle)/budget", "ack p50 ms", "ack p99 ms"]
 
 
 def memory_row(memory: dict[str, Any]) -> list[Any]:
+    """RSS is the table server's and its flush worker's together (each max is on its own)."""
     return [memory["budget"] / 1e6, memory["written_bytes"] / 1e6, memory["rows_per_s"],
             memory["used_max"] / 1e6, memory["memory_peak"] / 1e6,
             round(memory["memory_peak"] / memory["budget"], 3),
             memory["unflushed_max"] / 1e6, memory["drain_s"], memory["anon_max"] / 1e6,
-            memory["file_max"] / 1e6, memory["rss_idle"] / 1e6,
+            memory["file_max"] / 1e6, memory["worker_max"] / 1e6, memory["rss_max"] / 1e6,
+            memory["rss_idle"] / 1e6,
             round((memory["rss_max"] - memory["rss_idle"]) / memory["budget"], 3),
             memory["ack_p50_ms"], memory["ack_p99_ms"]]
 

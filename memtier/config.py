@@ -208,8 +208,8 @@ class TableServerConfig:
         "tableserver.block-max-bytes",
         64 << 20,
         parse_size,
-        "a block is sealed (and a new one started) once it holds this many bytes (or an "
-        "eighth of the memory budget, if less)",
+        "a block is sealed (and a new one started) once it holds this many bytes (or a "
+        "sixteenth of the memory budget, if less)",
     )
     block_max_age: timedelta = setting(
         "tableserver.block-max-age",

@@ -114,6 +114,7 @@ class Block:
         self.sealed = sealed
         self.flushed_instant: str | None = None  # the instant that wrote it to the table
         self.flushed_at: float | None = None  # monotonic time of that
+        self.pinned = False  # a flush is reading it: not evicted meanwhile
         self.created = time.monotonic()
         self._lock = threading.Lock()
 

@@ -41,6 +41,7 @@ from memtier.io import open_fileio
 from memtier.placement import pin
 from memtier.rpc.codec import dumps, error_from_wire, error_to_wire, loads
 from memtier.tableserver.flush import FlushGroup, FlushJob, Planned
+from memtier.tableserver.memory import return_freed_memory
 
 __all__ = ["Flusher", "InlineFlusher", "ProcessFlusher"]
 
@@ -266,5 +267,6 @@ def main(argv: Sequence[str]) -> None:
     """The worker process: ``argv`` is its request and reply pipes and its parent's pid."""
     request_fd, reply_fd, parent = (int(a) for a in argv)
     logging.basicConfig(level=logging.WARNING, format="flush worker %(process)d: %(message)s")
+    return_freed_memory()  # a flush's buffers go back to the system once it ends
     threading.Thread(target=_watch_parent, args=(parent,), name="memtier-flush-parent", daemon=True).start()
     serve(Connection(request_fd, writable=False), Connection(reply_fd, readable=False))

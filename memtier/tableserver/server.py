@@ -74,10 +74,16 @@ _NO_PRODUCER = bytes(16)
 _FLUSHED_GRACE_S = 60.0
 #: How often expired WAL files are looked for.
 _RETENTION_EVERY_S = 60.0
-#: What a flush round holds in this process besides its blocks, in multiples of their
-#: bytes (the rows gathered, and their IPC copy sent to the flush worker, or the rows
-#: merged and encoded inline): counted against the memory budget meanwhile.
-FLUSH_COPIES = 2
+#: What a flush round holds besides its blocks, wherever it runs (in this process or the
+#: flush worker), in multiples of their bytes: the rows gathered, keyed, merged and
+#: encoded (Avro log blocks take ~2.5x the Arrow bytes, their meta columns ~1.6x); counted against the memory budget
+#: meanwhile (measured: bench/RESULTS.md, the memory bound).
+FLUSH_COPIES = 6
+#: What a flush round adds when it runs in the flush worker process: the rows' IPC copy
+#: sent to it (the worker's memory counts against this server's budget).
+WORKER_COPY = 1
+#: How long a write waiting for room sleeps before it looks again (a flush ending wakes it).
+_ROOM_WAIT_S = 0.05
 #: The directory of a table's WAL stream segments, in its WAL directory.
 STREAM_DIR = "_memtier_streams"
 
@@ -155,7 +161,8 @@ class TableServer:
         self._clock = clock
         self._tables: dict[str, _Table] = {}
         self._lock = threading.Lock()
-        self._admission = threading.Lock()  # one write at a time makes room and takes it
+        self._admission = threading.Condition()  # one write at a time makes room and takes it
+        self._flushing = 0  # bytes running flushes hold: what a write waits for when memory is full
         self.memory = MemoryAccount(self.config.memory_budget)
         self.write_latency = LatencyWindow()
         self.flush_latency = LatencyWindow()  # each flush commit, encoding and files included
@@ -350,11 +357,33 @@ class TableServer:
     def _admit(self, incoming: int) -> int:
         """Make room for ``incoming`` bytes and take them from the budget at once, so that
         concurrent writes cannot all count on the same room; the bytes evicted. What is
-        not appended in the end is given back by :meth:`_append`."""
+        not appended in the end is given back by :meth:`_append`.
+
+        When eviction cannot make the room because flushes hold the memory, the write
+        waits for them (never an error); with no flush running it is admitted anyway (a
+        write larger than all the memory that can be freed)."""
         with self._admission:
             evicted = self._make_room(incoming)
+            while self.memory.over(incoming) and self._flushing:
+                self._admission.wait(_ROOM_WAIT_S)
+                evicted += self._make_room(incoming)
             self.memory.add(incoming)
         return evicted
+
+    def _hold_for_flush(self, nbytes: int) -> None:
+        """Take a flush's transient bytes from the budget (evicting to make room: the flush
+        frees memory, so it does not wait)."""
+        with self._admission:
+            self._make_room(nbytes)
+            self.memory.add(nbytes)
+            self._flushing += nbytes
+
+    def _release_flush(self, nbytes: int) -> None:
+        """A flush's transient bytes are free: writes waiting for room go on."""
+        with self._admission:
+            self.memory.release(nbytes)
+            self._flushing -= nbytes
+            self._admission.notify_all()
 
     def _append(
         self,
@@ -468,7 +497,7 @@ class TableServer:
         return freed
 
     def _evict_sealed(self, need: int) -> int:
-        candidates = [b for _, _, b in self._blocks() if b.resident and b.memory and b.sealed]
+        candidates = [b for _, _, b in self._blocks() if b.resident and b.memory and b.sealed and not b.pinned]
         candidates.sort(key=lambda b: (b.flushed_instant is None, b.created))
         freed = 0
         for block in candidates:
@@ -624,9 +653,10 @@ class TableServer:
 
     @property
     def _block_max_bytes(self) -> int:
-        """Blocks are sealed at ``tableserver.block-max-bytes``, or at an eighth of the
-        memory budget when that is less, so one block's flush fits the budget too."""
-        return max(1, min(self.config.block_max_bytes, self.config.memory_budget // 8))
+        """Blocks are sealed at ``tableserver.block-max-bytes``, or at a sixteenth of the
+        memory budget when that is less, so one block's flush (the block and its
+        :data:`FLUSH_COPIES`) takes at most half the budget."""
+        return max(1, min(self.config.block_max_bytes, self.config.memory_budget // 16))
 
     @property
     def _flush_round_bytes(self) -> int:
@@ -660,11 +690,14 @@ class TableServer:
                     work.append((group, ready))
             if not work:
                 return None, False
-            # taken from the budget while flushing: the copies, and evicted blocks read back
-            transient = FLUSH_COPIES * taken + sum(
-                b.nbytes for _, blocks in work for b in blocks if not b.resident
-            )
-            self._admit(transient)
+            # taken from the budget while flushing: the copies here and in the flush worker,
+            # and evicted blocks read back
+            copies = FLUSH_COPIES + (WORKER_COPY if self.config.flush_worker is FlushWorker.PROCESS else 0)
+            transient = copies * taken + sum(b.nbytes for _, blocks in work for b in blocks if not b.resident)
+            for _, blocks in work:
+                for block in blocks:
+                    block.pinned = True  # the flush holds their rows: evicting them frees nothing
+            self._hold_for_flush(transient)
             try:
                 flushed = [FlushedBlock(g.key.partition, g.key.file_id, b[-1].block_id) for g, b in work]
 
@@ -678,7 +711,10 @@ class TableServer:
                     t, [self._rows(t, g, b, snapshot) for g, b in work], flushed, published
                 )
             finally:
-                self.memory.release(transient)
+                for _, blocks in work:
+                    for block in blocks:
+                        block.pinned = False
+                self._release_flush(transient)
             for partition, file_id in moved:
                 bucket = bucket_or_none(file_id)
                 if bucket is not None:
