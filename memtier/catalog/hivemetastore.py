@@ -4,16 +4,17 @@ locations are the Hadoop file-system URIs those engines resolve (``file:/...`` f
 path, object-store URIs as they are).
 
 The Thrift client is the one the ``pymetastore`` package generates from Hive's IDL
-(``pip install 'memtier[hive]'``). Each operation opens its own connection, so a metastore
-that restarts costs nothing but that operation; a metastore that does not answer fails it
-with a :class:`~memtier.errors.MetastoreError` naming the URI."""
+(``pip install 'memtier[hive]'``). One connection is kept and reopened when it breaks (a
+metastore that restarted); a metastore that does not answer fails the operation with a
+:class:`~memtier.errors.MetastoreError` naming the URI."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from memtier.catalog.tables import PARQUET_OUTPUT, PARQUET_SERDE, HivePartition, HiveTable
@@ -21,6 +22,7 @@ from memtier.errors import InvalidArgumentError, MetastoreError
 
 __all__ = ["HiveMetastore", "hive_location"]
 
+T = TypeVar("T")
 CONNECT_TIMEOUT_S = 10.0
 CALL_TIMEOUT_S = 60.0  # adding many partitions at once can take the metastore a while
 OWNER = "memtier"
@@ -61,15 +63,15 @@ class HiveMetastore:
         self.uri = uri
         self._host, self._port = parts.hostname, port
         self._client_module, self._types = _thrift()
+        self._lock = threading.Lock()  # one call at a time on the kept connection
+        self._transport: Any = None
+        self._client: Any = None
 
     def location(self, path: str) -> str:
         return hive_location(path)
 
-    @contextlib.contextmanager
-    def _client(self, action: str) -> Iterator[Any]:
-        """A connected client; any failure of ``action`` becomes a MetastoreError naming the URI."""
+    def _connect(self, action: str) -> Any:
         from thrift.protocol.TBinaryProtocol import TBinaryProtocol
-        from thrift.Thrift import TException
         from thrift.transport import TSocket, TTransport
 
         socket = TSocket.TSocket(self._host, self._port)
@@ -80,17 +82,49 @@ class HiveMetastore:
         except TTransport.TTransportException as e:
             raise MetastoreError(f"Hive Metastore {self.uri} is unreachable ({e}) while trying to {action}") from e
         socket.setTimeout(CALL_TIMEOUT_S * 1000)
-        try:
-            yield self._client_module.Client(TBinaryProtocol(transport))
-        except TException as e:
-            message = getattr(e, "message", None) or str(e) or type(e).__name__
-            raise MetastoreError(f"Hive Metastore {self.uri} failed to {action}: {message}") from e
-        finally:
-            transport.close()
+        self._transport = transport
+        return self._client_module.Client(TBinaryProtocol(transport))
+
+    def close(self) -> None:
+        """Close the connection (the next operation opens a new one)."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+        self._transport = self._client = None
+
+    def _call(self, action: str, operation: Callable[[Any], T]) -> T:
+        """``operation(client)`` on the kept connection (opened on first use); any failure
+        becomes a MetastoreError naming the URI. A kept connection that broke (the metastore
+        restarted) is replaced once; a timed-out one is not retried."""
+        from thrift.Thrift import TException
+        from thrift.transport.TTransport import TTransportException
+
+        with self._lock:
+            while True:
+                fresh = self._client is None
+                if fresh:
+                    self._client = self._connect(action)
+                try:
+                    return operation(self._client)
+                except TTransportException as e:
+                    self._close()
+                    if fresh or e.type == TTransportException.TIMED_OUT:
+                        raise MetastoreError(f"Hive Metastore {self.uri} failed to {action}: {e}") from e
+                except TException as e:
+                    self._close()  # what is left of the exchange on the wire is not worth reading
+                    message = getattr(e, "message", None) or str(e) or type(e).__name__
+                    raise MetastoreError(f"Hive Metastore {self.uri} failed to {action}: {message}") from e
+                except BaseException:
+                    self._close()
+                    raise
 
     def ensure_database(self, database: str) -> None:
         t = self._types
-        with self._client(f"create database {database}") as client:
+
+        def ensure(client: Any) -> None:
             try:
                 client.get_database(database)
             except t.NoSuchObjectException:
@@ -98,6 +132,8 @@ class HiveMetastore:
                     client.create_database(t.Database(
                         name=database, description="memtier tables", parameters={}, ownerName=OWNER,
                         ownerType=t.PrincipalType.USER))
+
+        self._call(f"create database {database}", ensure)
 
     def _storage(self, table: HiveTable, location: str) -> Any:
         t = self._types
@@ -128,7 +164,8 @@ class HiveMetastore:
             partitionKeys=[t.FieldSchema(c.name, c.type, None) for c in table.partition_columns],
             parameters=dict(table.parameters),
         )
-        with self._client(f"register table {database}.{table.name}") as client:
+
+        def put(client: Any) -> bool:
             try:
                 existing = client.get_table_req(t.GetTableRequest(dbName=database, tblName=table.name)).table
             except t.NoSuchObjectException:
@@ -144,13 +181,18 @@ class HiveMetastore:
                 database, table.name, wanted, t.EnvironmentContext(properties={"CASCADE": "true"}))
             return True
 
+        return self._call(f"register table {database}.{table.name}", put)
+
     def partition_names(self, database: str, table: str) -> set[str]:
         t = self._types
-        with self._client(f"list the partitions of {database}.{table}") as client:
+
+        def names(client: Any) -> set[str]:
             try:
                 return set(client.get_partition_names(database, table, -1))
             except t.NoSuchObjectException:
                 return set()
+
+        return self._call(f"list the partitions of {database}.{table}", names)
 
     def put_partitions(self, database: str, table: HiveTable, partitions: Sequence[HivePartition]) -> None:
         """One request, which the metastore applies whole or not at all."""
@@ -162,12 +204,16 @@ class HiveMetastore:
                         sd=self._storage(table, f"{table.location.rstrip('/')}/{p.path}"))
             for p in partitions
         ]
-        with self._client(f"add {len(parts)} partitions to {database}.{table.name}") as client:
-            client.add_partitions_req(t.AddPartitionsRequest(
-                dbName=database, tblName=table.name, parts=parts, ifNotExists=True, needResult=False))
+        request = t.AddPartitionsRequest(dbName=database, tblName=table.name, parts=parts, ifNotExists=True,
+                                          needResult=False)
+        self._call(f"add {len(parts)} partitions to {database}.{table.name}",
+                   lambda client: client.add_partitions_req(request))
 
     def drop_table(self, database: str, table: str) -> None:
         t = self._types
-        with self._client(f"drop table {database}.{table}") as client:
+
+        def drop(client: Any) -> None:
             with contextlib.suppress(t.NoSuchObjectException):
                 client.drop_table(database, table, False)  # external: the files stay
+
+        self._call(f"drop table {database}.{table}", drop)

@@ -14,7 +14,7 @@ import pytest
 from memtier.catalog import sync_table, trino_catalog_properties
 from memtier.cli import main
 from memtier.compaction.worker import ServiceWorker
-from memtier.errors import InvalidArgumentError
+from memtier.errors import InvalidArgumentError, MetastoreError
 from memtier.hudi import HudiTable
 from tests.support.hms import VERSIONS, HiveMetastoreServer, run_hms
 from tests.support.inprocess import InProcessCluster
@@ -138,6 +138,22 @@ def test_a_changed_definition_is_put_back_and_bad_input_writes_nothing(hms, tmp_
         sync_table(table.meta, metastore, database="never", name="a/b")
     with _thrift(hms) as client:
         assert "never" not in client.get_all_databases()
+
+
+def test_a_kept_connection_outlives_a_metastore_restart(tmp_path) -> None:
+    table = HudiTable.create(str(tmp_path / "t"), SCHEMA, record_key="id", ordering_field="ts",
+                             partition_fields="city", buckets=1)
+    table.write(pa.table({"id": [1], "ts": [1], "city": ["oslo"], "amount": [1.0]}, schema=SCHEMA))
+    with run_hms() as first:  # its own metastore, to restart (one version: the newest)
+        metastore = first.handle()
+        assert sync_table(table.meta, metastore).partitions_added == 2
+        port = first.port
+    with run_hms(port=port):  # back (on a fresh database): the broken connection is replaced
+        assert sync_table(table.meta, metastore).partitions_added == 2
+        assert sync_table(table.meta, metastore).partitions_added == 0
+    with pytest.raises(MetastoreError, match=f"thrift://127.0.0.1:{port} is unreachable"):
+        sync_table(table.meta, metastore)
+    metastore.close()
 
 
 def _compact(cluster: InProcessCluster, table: str) -> None:

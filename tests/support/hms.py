@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -23,6 +21,7 @@ from xml.sax.saxutils import escape
 
 from memtier.catalog.hivemetastore import HiveMetastore
 from memtier.errors import MetastoreError
+from tests.support import servers
 
 REPO = Path(__file__).resolve().parents[2]
 #: The versions scripts/jvm/fetch_hms.sh fetches: the last Hive 3 release, and Hive 4.
@@ -48,14 +47,6 @@ class HiveMetastoreServer:
         return HiveMetastore(self.uri)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _site(settings: dict[str, str]) -> str:
     properties = "".join(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
                          for k, v in settings.items())
@@ -69,15 +60,17 @@ def _log_tail(workdir: Path) -> str:
 
 
 @contextlib.contextmanager
-def run_hms(version: str = VERSIONS[-1], *, heap: str = "256M") -> Iterator[HiveMetastoreServer]:
+def run_hms(version: str = VERSIONS[-1], *, port: int | None = None,
+            heap: str = "256M") -> Iterator[HiveMetastoreServer]:
     """Run the cached metastore ``version`` (on a Java 17: ``MEMTIER_HMS_JAVA`` or ``java``
-    on PATH) until the context exits; its database starts empty (only ``default``)."""
+    on PATH) until the context exits, on ``port`` (default: a free one); its database
+    starts empty (only ``default``)."""
     java = os.environ.get("MEMTIER_HMS_JAVA") or shutil.which("java")
     home = REPO / ".cache" / "hms" / f"hive-metastore-{version}"
     if not (home / ".complete").exists() or java is None:
         raise RuntimeError(f"the Hive Metastore {version} or a Java is missing: {FETCH_HINT}")
     workdir = Path(tempfile.mkdtemp(prefix="memtier-hms-"))
-    port = _free_port()
+    port = port or servers.free_port()
     (workdir / "conf").mkdir()
     (workdir / "conf" / "metastore-site.xml").write_text(_site({
         "metastore.thrift.bind.host": "127.0.0.1",
@@ -96,9 +89,7 @@ def run_hms(version: str = VERSIONS[-1], *, heap: str = "256M") -> Iterator[Hive
     args = [java, f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             f"-Dderby.system.home={workdir}", "-cp", f"{workdir / 'conf'}:{home / 'lib'}/*",
             "org.apache.hadoop.hive.metastore.HiveMetaStore"]
-    with open(workdir / "stdout.log", "wb") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=workdir,
-                                   start_new_session=True)
+    process = servers.start(args, workdir)
     server = HiveMetastoreServer(version, port, process.pid, workdir)
     try:
         deadline = time.monotonic() + START_DEADLINE_S
@@ -115,11 +106,5 @@ def run_hms(version: str = VERSIONS[-1], *, heap: str = "256M") -> Iterator[Hive
             time.sleep(0.5)  # polling interval while the JVM starts
         yield server
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait()
+        servers.stop(process)
         shutil.rmtree(workdir, ignore_errors=True)

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -29,6 +28,7 @@ from typing import Any
 import pytest
 
 from memtier.catalog import FileMetastore, trino_catalog_properties
+from tests.support import servers
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = os.environ.get("MEMTIER_TRINO_VERSION", "476")
@@ -112,14 +112,6 @@ class TrinoServer:
         return FileMetastore(self.metastore)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _log_tail(workdir: Path) -> str:
     texts = []
     for log in (workdir / "stdout.log", workdir / "var" / "log" / "server.log"):
@@ -180,7 +172,7 @@ def run_trino(catalogs: Mapping[str, str] | None = None, *, heap: str = "768M",
     workdir = Path(tempfile.mkdtemp(prefix="memtier-trino-"))
     metastore = workdir / "metastore"
     metastore.mkdir()
-    port = _free_port()
+    port = servers.free_port()
     etc = workdir / "etc"
     (etc / "catalog").mkdir(parents=True)
     (etc / "config.properties").write_text("\n".join([
@@ -197,21 +189,13 @@ def run_trino(catalogs: Mapping[str, str] | None = None, *, heap: str = "768M",
     for name, text in (catalogs or {CATALOG: trino_catalog_properties(str(metastore))}).items():
         (etc / "catalog" / f"{name}.properties").write_text(text)
     args = [java, *_jvm_options(workdir, heap, fast_start), "-cp", f"{SERVER_HOME / 'lib'}/*", "io.trino.server.TrinoServer"]
-    with open(workdir / "stdout.log", "wb") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=workdir,
-                                   start_new_session=True)
+    process = servers.start(args, workdir)
     server = TrinoServer(port, process.pid, workdir, str(metastore))
     try:
         _wait_ready(server, process)
         yield server
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait()
+        servers.stop(process)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
