@@ -1,11 +1,10 @@
 """A bounded cache of decoded file-slice parts, for readers that read the same table
 again and again (a client polling for fresh rows reads files that rarely change).
 
-Entries are immutable facts: a base file's columns never change, and a slice's log
-entries are keyed by the log files and by the visible timeline (instants only ever go
-from pending to completed, so "how many completed instants up to the read's point"
-changes whenever a log block could become visible). Least recently used entries are
-dropped once the cached Arrow data exceeds the budget.
+Entries are immutable facts: a base file's columns, footer and per-row-group key columns
+never change, and a log file's decoded blocks are keyed by its path and size (a log file
+only grows, by appended blocks; which blocks are visible is decided at each read).
+Least recently used entries are dropped once the cached data exceeds the budget.
 """
 
 from __future__ import annotations
@@ -16,28 +15,30 @@ from collections.abc import Callable, Hashable
 from typing import TypeVar
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from memtier.hudi.merge import LogEntry
 
 __all__ = ["SliceCache"]
 
-T = TypeVar("T", pa.Table, list[LogEntry], None)
+T = TypeVar("T")
 
 
 def _size(value: object) -> int:
     if isinstance(value, pa.Table):
         return value.nbytes
-    if isinstance(value, list):
-        return sum(
-            (e.records.nbytes if e.records is not None else 0)
-            + (e.deleted_keys.nbytes if e.deleted_keys is not None else 0)
-            for e in value
-        )
+    if isinstance(value, pq.FileMetaData):
+        return 4 * value.serialized_size  # decoded, a footer takes a few times its bytes
+    if isinstance(value, LogEntry):
+        return ((value.records.nbytes if value.records is not None else 0)
+                + (value.deleted_keys.nbytes if value.deleted_keys is not None else 0))
+    if isinstance(value, (list, tuple)):
+        return sum(_size(v) for v in value)
     return 0
 
 
 class SliceCache:
-    """LRU of decoded base files and log entries, bounded in bytes; thread-safe."""
+    """LRU of decoded file parts, bounded in bytes; thread-safe."""
 
     def __init__(self, max_bytes: int = 256 << 20) -> None:
         self.max_bytes = max_bytes

@@ -8,7 +8,11 @@ Settings, each for a measured reason (bench/RESULTS.md):
 * sequence numbers and record keys are unique per row: plain-encoded, no dictionary
   attempt (delta encoding made files 26% smaller but writes 35% slower);
 * the constant meta columns (commit time, partition path, file name) are dictionaries;
-* snappy, like Hudi's own Spark writes of recent versions.
+* snappy, like Hudi's own Spark writes of recent versions;
+* row groups of :data:`ROW_GROUP_ROWS` rows: a read of a few keys decodes one row group
+  (about 1 ms; a row group of 1M rows, pyarrow's default, took 60 ms), and base files
+  are sorted by key, so the row groups' key statistics name the one that can hold a
+  key (files grow about 15%: each row group has its own dictionaries).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import pyarrow.parquet as pq
 
 from memtier.hudi.avro import META_FIELDS
 
-__all__ = ["write_parquet"]
+__all__ = ["ROW_GROUP_ROWS", "write_parquet"]
+
+ROW_GROUP_ROWS = 8_192
 
 _UNIQUE_PER_ROW = ("_hoodie_commit_seqno", "_hoodie_record_key")
 
@@ -31,6 +37,7 @@ def write_parquet(table: pa.Table, sink: Any) -> None:
     pq.write_table(
         table,
         sink,
+        row_group_size=ROW_GROUP_ROWS,
         compression="snappy",
         store_schema=False,
         use_dictionary=[n for n in names if n not in _UNIQUE_PER_ROW],

@@ -15,8 +15,16 @@ from memtier.errors import InvalidArgumentError, UnknownColumnError
 from memtier.hudi.avro import META_FIELDS
 from memtier.hudi.cache import SliceCache
 from memtier.hudi.filenames import bucket_or_none
-from memtier.hudi.filters import Filter, key_filters, partition_predicate, to_expression, validate
+from memtier.hudi.filters import (
+    Filter,
+    key_buckets,
+    key_filters,
+    partition_predicate,
+    to_expression,
+    validate,
+)
 from memtier.hudi.fsview import FileSlice, FileSystemView
+from memtier.hudi.keyread import KeyFilter
 from memtier.hudi.merge import LogEntry
 from memtier.hudi.slicereader import read_slice
 from memtier.hudi.tablemeta import COMMIT_TIME, RECORD_KEY, TableMeta
@@ -112,13 +120,14 @@ def _touched_file_groups(meta: TableMeta, timeline: Timeline, start: str, end: s
 
 def _read_slices(
     meta: TableMeta,
+    view: FileSystemView,
     slices: list[FileSlice],
     visible: Timeline,
     columns: list[str],
     with_logs: bool,
     extra: Mapping[tuple[str, str], Sequence[LogEntry]],
     cache: SliceCache | None,
-    key_filter: pc.Expression | None,
+    key_filter: KeyFilter | None,
 ) -> list[pa.Table]:
     def one(slice_: FileSlice) -> pa.Table | None:
         more = extra.get((slice_.partition_path, slice_.file_id), ())
@@ -131,6 +140,7 @@ def _read_slices(
             extra=more,
             cache=cache,
             key_filter=key_filter,
+            log_sizes=[view.size_of(slice_.partition_path, f.name) for f in slice_.log_files],
         )
 
     return [t for t in parallel_map(one, slices) if t is not None and t.num_rows]
@@ -155,6 +165,8 @@ def read_table(
     ``extra`` adds log entries per file group ``(partition, file_id)`` after its log
     files (rows held by table servers, not yet flushed); file groups that exist only
     there are read too. Entries must hold :func:`read_columns` of the same request.
+    Equalities on every record-key column of a bucket-indexed table read only the
+    buckets of those keys (as do ``buckets``, when given).
     """
     if mode not in READ_MODES:
         raise InvalidArgumentError(f"mode must be one of {READ_MODES}, got {mode!r}")
@@ -179,6 +191,8 @@ def read_table(
         for partition, file_id in sorted(extra)
         if (partition, file_id) not in known and (predicate is None or predicate(partition))
     ]
+    if buckets is None and meta.config.buckets and meta.config.record_key_fields:
+        buckets = key_buckets(checked, meta.config.record_key_fields, meta.schema, meta.config.buckets)
     if buckets is not None:
         bucket_set = set(buckets)
         slices = [s for s in slices if bucket_or_none(s.file_id) in bucket_set]
@@ -186,8 +200,8 @@ def read_table(
         touched = _touched_file_groups(meta, visible, start_ts, point)  # type: ignore[arg-type]
         slices = [s for s in slices if (s.partition_path, s.file_id) in touched]
     needed = _needed_columns(meta, wanted, checked, mode)
-    key_filter = to_expression(key_filters(checked, [*meta.config.record_key_fields, RECORD_KEY]))
-    tables = _read_slices(meta, slices, visible, needed, mode != "read_optimized", extra, cache, key_filter)
+    key_filter = KeyFilter.of(key_filters(checked, [*meta.config.record_key_fields, RECORD_KEY]))
+    tables = _read_slices(meta, view, slices, visible, needed, mode != "read_optimized", extra, cache, key_filter)
     file_schema = pa.schema([meta.file_schema.field(n) for n in needed])
     result = pa.concat_tables(tables) if tables else file_schema.empty_table()
     if mode == "incremental":

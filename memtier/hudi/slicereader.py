@@ -8,15 +8,14 @@ from collections.abc import Sequence
 from functools import partial
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from memtier.hudi.cache import SliceCache
 from memtier.hudi.fsview import FileSlice
+from memtier.hudi.keyread import KeyFilter, read_key_rows
 from memtier.hudi.keys import record_keys
 from memtier.hudi.logformat import (
     BlockType,
-    LogBlock,
     iter_blocks,
     read_data_block,
     read_delete_block,
@@ -62,56 +61,80 @@ def _load_columns(meta: TableMeta, columns: Sequence[str]) -> list[str]:
     return list(columns)
 
 
-def read_base_file(meta: TableMeta, path: str, columns: Sequence[str]) -> pa.Table:
-    """Columns of a base Parquet file, typed as the table's file schema."""
+def read_base_file(meta: TableMeta, path: str, columns: Sequence[str],
+                   keys: KeyFilter | None = None, cache: SliceCache | None = None) -> pa.Table:
+    """Columns of a base Parquet file, typed as the table's file schema. With ``keys``
+    and a ``cache``, only the rows passing ``keys`` (see :mod:`memtier.hudi.keyread`)."""
     load = _load_columns(meta, columns)
     with meta.io.open_input(path) as source:
-        parquet = pq.ParquetFile(source)
-        present = [c for c in load if c in parquet.schema_arrow.names]
-        table = parquet.read(columns=present)
+        table = None
+        if keys is not None and cache is not None and _keys_readable(meta, keys):
+            table = read_key_rows(source, path, load, keys, cache)
+        if table is None:
+            parquet = pq.ParquetFile(source)
+            present = [c for c in load if c in parquet.schema_arrow.names]
+            table = parquet.read(columns=present)
     table = conform_columns(table, meta.file_schema, load)
     return _with_record_keys(table, meta).select(list(columns))
 
 
-def _blocks_in_order(meta: TableMeta, slice_: FileSlice) -> list[LogBlock]:
-    blocks: list[LogBlock] = []
-    for path in slice_.log_file_paths(meta.base_path):
-        for block in iter_blocks(memoryview(meta.io.read_bytes(path)), path):
-            if block.block_type == BlockType.CORRUPT:
-                log.warning("skipping a corrupt log block in %s at byte %d", path, block.offset)
-                continue
-            blocks.append(block)
-    return blocks
+def _keys_readable(meta: TableMeta, keys: KeyFilter) -> bool:
+    """Whether the file's own key columns answer ``keys``: not where the filters name
+    ``_hoodie_record_key`` and the writer left it empty (the reader computes it)."""
+    return RECORD_KEY not in keys.columns or meta.config.populate_meta_fields
+
+
+#: One log block of a file, decoded: (instant, block type, rollback target, merge entry).
+_Block = tuple[str | None, BlockType, str | None, LogEntry | None]
+
+
+def _decoded_blocks(meta: TableMeta, path: str, columns: Sequence[str]) -> list[_Block]:
+    """Every block of one log file, decoded (corrupt blocks skipped)."""
+    load = _load_columns(meta, columns)
+    decoded: list[_Block] = []
+    for block in iter_blocks(memoryview(meta.io.read_bytes(path)), path):
+        entry = None
+        if block.block_type == BlockType.CORRUPT:
+            log.warning("skipping a corrupt log block in %s at byte %d", path, block.offset)
+            continue
+        if block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
+            records = conform_columns(read_data_block(block), meta.file_schema, load)
+            entry = LogEntry(records=_with_record_keys(records, meta).select(list(columns)))
+        elif block.block_type == BlockType.DELETE:
+            deletes = read_delete_block(block)
+            entry = LogEntry(
+                deleted_keys=deletes.column("record_key").combine_chunks(),
+                deleted_ordering=deletes.column("ordering_val").combine_chunks(),
+            )
+        target = block.target_instant_time if block.block_type == BlockType.COMMAND else None
+        decoded.append((block.instant_time, block.block_type, target, entry))
+    return decoded
 
 
 def read_log_entries(
-    meta: TableMeta, slice_: FileSlice, visible: Timeline, columns: Sequence[str]
+    meta: TableMeta, slice_: FileSlice, visible: Timeline, columns: Sequence[str],
+    *, cache: SliceCache | None = None, sizes: Sequence[int] | None = None,
 ) -> list[LogEntry]:
     """The slice's committed log blocks, in log order, as merge entries.
 
     Blocks of instants that are not completed in ``visible`` are skipped, and a rollback
     command block drops every earlier block of its target instant, as Hudi readers do.
+    A ``cache`` keeps each log file decoded, keyed by its path and size (``sizes``, as
+    listed: a file only ever grows by appended blocks), for every later read.
     """
     tagged: list[tuple[str, LogEntry]] = []
-    load = _load_columns(meta, columns)
-    for block in _blocks_in_order(meta, slice_):
-        instant = block.instant_time
-        if block.block_type == BlockType.COMMAND:
-            target = block.target_instant_time
-            tagged = [(t, e) for t, e in tagged if t != target]
-            continue
-        if instant is None or not visible.is_completed(instant):
-            continue
-        if block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
-            records = conform_columns(read_data_block(block), meta.file_schema, load)
-            records = _with_record_keys(records, meta).select(list(columns))
-            tagged.append((instant, LogEntry(records=records)))
-        elif block.block_type == BlockType.DELETE:
-            deletes = read_delete_block(block)
-            tagged.append((instant, LogEntry(
-                deleted_keys=deletes.column("record_key").combine_chunks(),
-                deleted_ordering=deletes.column("ordering_val").combine_chunks(),
-            )))
+    paths = slice_.log_file_paths(meta.base_path)
+    for i, path in enumerate(paths):
+        load = partial(_decoded_blocks, meta, path, columns)
+        if cache is None or sizes is None:
+            blocks = load()
+        else:
+            blocks = cache.get(("log", path, sizes[i], tuple(columns)), load)
+        for instant, block_type, target, entry in blocks:
+            if block_type == BlockType.COMMAND:
+                tagged = [(t, e) for t, e in tagged if t != target]
+            elif entry is not None and instant is not None and visible.is_completed(instant):
+                tagged.append((instant, entry))
     return [entry for _, entry in tagged]
 
 
@@ -124,47 +147,46 @@ def read_slice(
     with_logs: bool = True,
     extra: Sequence[LogEntry] = (),
     cache: SliceCache | None = None,
-    key_filter: pc.Expression | None = None,
+    key_filter: KeyFilter | None = None,
+    log_sizes: Sequence[int] | None = None,
 ) -> pa.Table | None:
     """The slice's live rows (``columns`` only; must include the merge key and ordering).
 
     ``extra`` entries come after the slice's log blocks: rows not yet flushed into the
     table (from table-server memory or WAL), merged exactly as later log blocks would be.
-    A ``cache`` keeps decoded base files and log entries for the next read. ``key_filter``
-    (on record-key columns only: see :func:`~memtier.hudi.filters.key_filters`) drops rows
-    of every source before the merge.
+    A ``cache`` keeps decoded base files and log files for the next read (log files by
+    their ``log_sizes``, as listed). ``key_filter`` (on record-key columns only: see
+    :func:`~memtier.hudi.filters.key_filters`) drops rows of every source before the
+    merge; with a cache, a base file then yields only those rows
+    (:mod:`memtier.hudi.keyread`) and is not kept whole.
     """
     base_path = slice_.base_file_path(meta.base_path)
     base = None
     if base_path is not None:
-        load_base = partial(read_base_file, meta, base_path, columns)
-        base = cache.get(("base", base_path, tuple(columns)), load_base) if cache else load_base()
-        if key_filter is not None:
-            base = base.filter(key_filter)
+        if key_filter is not None and cache is not None:
+            base = key_filter.filter(read_base_file(meta, base_path, columns, key_filter, cache))
+        else:
+            load_base = partial(read_base_file, meta, base_path, columns)
+            base = cache.get(("base", base_path, tuple(columns)), load_base) if cache else load_base()
+            if key_filter is not None:
+                base = key_filter.filter(base)
     if not with_logs or (not slice_.log_files and not extra):
         return base
     entries: list[LogEntry] = []
     if slice_.log_files:
-        load_logs = partial(read_log_entries, meta, slice_, visible, columns)
-        if cache is None:
-            entries = load_logs()
-        else:
-            point = (len(visible.completed()), visible.last_timestamp())
-            key = ("logs", tuple(slice_.log_file_paths(meta.base_path)), point, tuple(columns))
-            entries = cache.get(key, load_logs)
+        entries = read_log_entries(meta, slice_, visible, columns, cache=cache, sizes=log_sizes)
     entries = [*entries, *extra]
     if key_filter is not None:
         entries = [_filtered(e, key_filter) for e in entries]
     return merge_file_group(base, entries, meta.merge_spec)
 
 
-def _filtered(entry: LogEntry, key_filter: pc.Expression) -> LogEntry:
+def _filtered(entry: LogEntry, key_filter: KeyFilter) -> LogEntry:
     if entry.records is None:
         return entry
-    if entry.delete_mask is not None:
-        mask_table = entry.records.append_column("__mask", entry.delete_mask).filter(key_filter)
-        return dataclasses.replace(
-            entry, records=mask_table.drop_columns(["__mask"]),
-            delete_mask=mask_table.column("__mask").combine_chunks(),
-        )
-    return dataclasses.replace(entry, records=entry.records.filter(key_filter))
+    rows = key_filter.rows(entry.records)
+    if len(rows) == entry.records.num_rows:
+        return entry
+    taken = pa.array(rows)
+    mask = entry.delete_mask.take(taken) if entry.delete_mask is not None else None
+    return dataclasses.replace(entry, records=entry.records.take(taken), delete_mask=mask)

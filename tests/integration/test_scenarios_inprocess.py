@@ -6,11 +6,12 @@ from __future__ import annotations
 import random
 import shutil
 import tempfile
+from unittest.mock import patch
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memtier.config import TableServerConfig
+from memtier.config import FlushWorker, TableServerConfig
 from memtier.io import join
 from tests.support.inprocess import InProcessCluster
 from tests.support.scenario import random_ops, run_scenario
@@ -74,3 +75,10 @@ def test_tiny_memory_budget_evicts_and_reads_back_from_the_wal() -> None:
     """A budget of a few KB: most blocks are evicted as writes arrive; reads and flushes
     re-read them from their WAL files and results stay exact."""
     _run(7, 40, TableServerConfig(memory_budget=4096, block_max_bytes=2048))
+
+
+def test_scenario_with_deletes_in_row_groups_of_two_rows() -> None:
+    """Base files cut into row groups of two rows (flushes run inline, so they see the
+    setting): key-filtered reads and lookups prune row groups on every boundary."""
+    with patch("memtier.hudi.parquetfile.ROW_GROUP_ROWS", 2):
+        _run(5, 40, TableServerConfig(flush_worker=FlushWorker.INLINE), deletes=True)

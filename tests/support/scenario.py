@@ -142,14 +142,15 @@ def random_ops(rng: random.Random, steps: int, servers: int, *, deletes: bool = 
 
 def check_key_filtered_reads(client: Client, table: str, model: TierModel, rng: random.Random) -> None:
     """Reads filtered on the record key (pushed to the table servers and before the merge,
-    buckets pruned) equal the model's rows of those keys; a filter on another column as
-    well still sees only each key's latest version."""
+    buckets and row groups pruned) and lookups equal the model's rows of those keys; a
+    filter on another column as well still sees only each key's latest version."""
     keys = sorted(rng.sample(range(KEYS), 3))
     latest = model.latest()
     one = client.read(table, filters=[("id", "=", keys[0])])
     assert rows(one, COLUMNS) == [r for r in latest if r[0] == keys[0]]
     some = client.read(table, filters=[("id", "in", keys)])
     assert rows(some, COLUMNS) == [r for r in latest if r[0] in keys]
+    assert rows(client.lookup(table, keys), COLUMNS) == [r for r in latest if r[0] in keys]
     old = client.read(table, filters=[("id", "in", keys), ("ts", "<", 2)])
     assert rows(old, COLUMNS) == [r for r in latest if r[0] in keys and r[1] < 2]
 

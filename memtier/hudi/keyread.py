@@ -1,0 +1,135 @@
+"""Reading only the rows of given record keys from a base file, so a lookup costs about
+the same at any table size.
+
+A read filtered on the record key (``=`` / ``in`` on key columns, as ``Client.lookup``
+sends) asks a base file for a few keys. Base files are immutable, so the reading
+process keeps facts about them in its :class:`~memtier.hudi.cache.SliceCache`:
+
+1. the Parquet footer (row-group statistics), read once per file;
+2. row groups whose key-column min/max cannot hold any wanted key are skipped (memtier
+   writes base files sorted by an integer key in row groups of
+   :data:`~memtier.hudi.parquetfile.ROW_GROUP_ROWS` rows, so one row group remains);
+3. the key columns of each remaining row group, read once and kept: the exact rows of
+   the wanted keys are found there (a row group without them is skipped, which is how a
+   key given without its partition skips the partitions that do not hold it);
+4. only the row groups holding a wanted key are decoded, and only those rows kept.
+
+The result is what filtering the whole file on the key filters gives, so the merge that
+follows sees exactly the rows it would have seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pyarrow.types as pat
+
+from memtier.hudi.cache import SliceCache
+from memtier.hudi.filters import Filter, pinned_values, to_expression
+
+__all__ = ["KeyFilter", "read_key_rows"]
+
+
+@dataclass(frozen=True)
+class KeyFilter:
+    """Filters on record-key columns (safe to apply before the merge): the expression,
+    and the values ``=`` / ``in`` pin, by column (what row groups are pruned on)."""
+
+    filters: tuple[Filter, ...]
+    expression: pc.Expression
+    pinned: Mapping[str, list[Any]]
+
+    @classmethod
+    def of(cls, filters: Sequence[Filter]) -> KeyFilter | None:
+        """The filters (already restricted to key columns) as one; None when there are none."""
+        expression = to_expression(filters)
+        if expression is None:
+            return None
+        return cls(tuple(filters), expression, pinned_values(filters))
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns the filters name."""
+        return list(dict.fromkeys(f[0] for f in self.filters))
+
+    def rows(self, table: pa.Table) -> np.ndarray:
+        """Indices of the rows of ``table`` (holding :attr:`columns`) that pass."""
+        mask = self._pinned_mask(table) if len(self.pinned) == len(self.filters) else None
+        if mask is None:
+            numbered = table.select(self.columns).append_column(
+                "__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+            return numbered.filter(self.expression).column("__row").to_numpy()
+        return np.flatnonzero(mask)
+
+    def filter(self, table: pa.Table) -> pa.Table:
+        """``table`` reduced to the rows that pass (order kept)."""
+        rows = self.rows(table)
+        return table if len(rows) == table.num_rows else table.take(pa.array(rows))
+
+    def _pinned_mask(self, table: pa.Table) -> np.ndarray | None:
+        """The rows whose every filtered column holds a pinned value (one filter per
+        column, each ``=`` or ``in``); None when a value does not fit its column's type
+        (the expression then decides, as it would have)."""
+        mask = np.ones(table.num_rows, dtype=bool)
+        for column, values in self.pinned.items():
+            data = table.column(column)
+            try:
+                value_set = pa.array(values, data.type)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                return None
+            mask &= pc.fill_null(pc.is_in(data, value_set=value_set), False).to_numpy(zero_copy_only=False)
+        return mask
+
+
+def read_key_rows(
+    source: Any, path: str, columns: Sequence[str], keys: KeyFilter, cache: SliceCache
+) -> pa.Table | None:
+    """The rows of the base file at ``path`` (opened as ``source`` by the caller) that
+    pass ``keys``, with those of ``columns`` the file has, or None when the file lacks a
+    filtered column (the caller reads it whole)."""
+    footer: pq.FileMetaData = cache.get(("footer", path), lambda: pq.read_metadata(source))
+    leaves = {name: i for i, name in enumerate(footer.schema.names)}
+    if any(c not in leaves for c in keys.columns):
+        return None
+    arrow_schema = footer.schema.to_arrow_schema()
+    present = [c for c in columns if c in leaves]
+    parquet = pq.ParquetFile(source, metadata=footer)
+    pieces = []
+    for group in range(footer.num_row_groups):
+        if not _may_hold(footer.row_group(group), leaves, keys.pinned, arrow_schema):
+            continue
+        key_table = cache.get(("keys", path, group, tuple(keys.columns)),
+                              lambda g=group: parquet.read_row_group(g, columns=keys.columns))
+        rows = keys.rows(key_table)
+        if len(rows):
+            pieces.append(parquet.read_row_group(group, columns=present).take(pa.array(rows)))
+    if not pieces:
+        return pa.schema([arrow_schema.field(c) for c in present]).empty_table()
+    return pa.concat_tables(pieces)
+
+
+def _may_hold(group: pq.RowGroupMetaData, leaves: Mapping[str, int], pinned: Mapping[str, list[Any]],
+              schema: pa.Schema) -> bool:
+    """Whether the row group's statistics allow a row with a pinned value in every
+    pinned column (integer and string columns; any other, or a value that does not
+    compare, never prunes)."""
+    for column, values in pinned.items():
+        kind = schema.field(column).type
+        if not (pat.is_integer(kind) or pat.is_string(kind) or pat.is_large_string(kind)):
+            continue
+        stats = group.column(leaves[column]).statistics
+        if stats is None or not stats.has_min_max:
+            continue
+        low, high = stats.min, stats.max
+        try:
+            if not any(low <= v <= high for v in values):
+                return False
+        except TypeError:
+            continue
+    return True
