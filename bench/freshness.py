@@ -66,9 +66,11 @@ class Reader:
             target=_reader_main, args=(address, child), daemon=True)
         self._process.start()
 
-    def find(self, table: str, key: int) -> tuple[float, int, float]:
-        """Poll until ``key`` is read: (time that read returned, polls, that read's seconds)."""
-        self._conn.send(("find", table, key))
+    def find(self, table: str, key: int, *, ts: int = 0, how: str = "read") -> tuple[float, int, float]:
+        """Poll until ``key`` is read with a ``ts`` of at least ``ts``: (time that read
+        returned, polls, that read's seconds). ``how``: ``read`` (read(latest) filtered on
+        the key) or ``lookup`` (``Client.lookup``)."""
+        self._conn.send(("find", table, (key, ts, how)))
         seen, polls, read_s = self._conn.recv()
         if seen is None:
             raise TimeoutError(f"key {key} not visible after {VISIBLE_DEADLINE_S} s ({polls} polls)")
@@ -101,22 +103,27 @@ def _reader_main(address: str, conn: Connection) -> None:
     def filtered(table: str, key: int) -> pa.Table:
         return client.read(table, "latest", filters=[("key", "=", key)])
 
+    def looked_up(table: str, key: int) -> pa.Table:
+        return client.lookup(table, [key], columns=["key", "ts"])
+
     while (message := conn.recv()) is not None:
         kind, table, arg = message
         if kind == "find":
-            conn.send(_poll(partial(filtered, table), arg))
+            key, ts, how = arg
+            conn.send(_poll(partial(looked_up if how == "lookup" else filtered, table, key), ts))
         else:
             key, reads = arg
             conn.send({"full_ms": _median_ms(partial(client.read, table, "latest"), reads),
                        "filtered_ms": _median_ms(partial(filtered, table, key), reads)})
 
 
-def _poll(read: Callable[[int], pa.Table], key: int) -> tuple[float | None, int, float]:
+def _poll(read: Callable[[], pa.Table], ts: int) -> tuple[float | None, int, float]:
     deadline = time.monotonic() + VISIBLE_DEADLINE_S
     polls, read_s = 0, 0.0
     while time.monotonic() < deadline:
         begin = time.monotonic()
-        found = read(key).num_rows > 0
+        got = read()
+        found = got.num_rows > 0 and max(got.column("ts").to_pylist()) >= ts
         polls += 1
         read_s = time.monotonic() - begin
         if found:
@@ -134,13 +141,15 @@ def _median_ms(fn: Callable[[], object], reads: int) -> float:
 
 
 def lockstep(client: Client, reader: Reader, table: str,
-             batches: Sequence[pa.RecordBatch]) -> dict[str, Any]:
-    """Write ``batches`` one at a time, each only once the reader saw the one before."""
+             batches: Sequence[pa.RecordBatch | pa.Table], *, how: str = "read") -> dict[str, Any]:
+    """Write ``batches`` one at a time, each only once the reader saw the one before (its
+    last row: that key with that ts or newer, read ``how``; see :meth:`Reader.find`)."""
     latencies, polls, reads = [], [], []
     for batch in batches:
         client.write(table, batch)
         acked = time.monotonic()
-        seen, count, read_s = reader.find(table, last_key(batch))
+        ts = int(batch.column("ts")[-1].as_py())
+        seen, count, read_s = reader.find(table, last_key(batch), ts=ts, how=how)
         latencies.append(seen - acked)
         polls.append(count)
         reads.append(read_s)

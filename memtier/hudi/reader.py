@@ -26,6 +26,7 @@ from memtier.hudi.filters import (
 from memtier.hudi.fsview import FileSlice, FileSystemView
 from memtier.hudi.keyread import KeyFilter
 from memtier.hudi.merge import LogEntry
+from memtier.hudi.properties import BUCKET_HASH_FIELD
 from memtier.hudi.slicereader import read_slice
 from memtier.hudi.tablemeta import COMMIT_TIME, RECORD_KEY, TableMeta
 from memtier.hudi.timeline import Timeline
@@ -191,8 +192,8 @@ def read_table(
         for partition, file_id in sorted(extra)
         if (partition, file_id) not in known and (predicate is None or predicate(partition))
     ]
-    if buckets is None and meta.config.buckets and meta.config.record_key_fields:
-        buckets = key_buckets(checked, meta.config.record_key_fields, meta.schema, meta.config.buckets)
+    if buckets is None:
+        buckets = _key_buckets(meta, checked)
     if buckets is not None:
         bucket_set = set(buckets)
         slices = [s for s in slices if bucket_or_none(s.file_id) in bucket_set]
@@ -212,6 +213,17 @@ def read_table(
     if expression is not None:
         result = result.filter(expression)
     return _to_logical(result.select(wanted), meta)
+
+
+def _key_buckets(meta: TableMeta, filters: Sequence[Filter]) -> set[int] | None:
+    """The buckets ``=``/``in`` filters on every record-key column pin, on a table whose
+    bucket index hashes the record key (None: read every file group)."""
+    config = meta.config
+    hashed = config.raw.get(BUCKET_HASH_FIELD)
+    if not config.buckets or not config.record_key_fields or (
+            hashed and hashed.split(",") != list(config.record_key_fields)):
+        return None
+    return key_buckets(filters, config.record_key_fields, meta.schema, config.buckets)
 
 
 def _current_groups(

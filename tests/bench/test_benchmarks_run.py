@@ -32,6 +32,8 @@ RUNS = {
                       "--rows", "500", "--flush-every", "0.2"],
     "freshness": ["-m", "bench.freshness", "--sizes", "2000", "--rows-per-batch", "1000",
                   "--visible-batches", "2", "--cost-reads", "1"],
+    "lookup": ["-m", "bench.lookup", "--sizes", "2000", "--lookups", "5", "--baseline-lookups", "1",
+               "--visible-batches", "2", "--rows-per-batch", "100"],
     "hudi_spark_peer": ["-m", "bench.hudi_spark_peer", "--batches", "2", "--rows-per-batch", "1000",
                         "--visible-batches", "1"],
     "spark": ["-m", "bench.spark", "--rows", "20000", "--repeat", "1", "--files", "2"],
