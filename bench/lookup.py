@@ -109,7 +109,8 @@ def phase(client: Client, reader: Reader, root: Path, size: int, args: argparse.
     load_s = time.perf_counter() - begin
     client.register_table(name, table.path)
     rng = np.random.default_rng(size)
-    client.lookup(name, [0])  # the client learns the table (routing, metadata) once
+    client.lookup(name, [0])  # each client learns the table (routing, metadata) once
+    reader.find(name, 0, ts=1, how="lookup")
     looked = lookups(client, name, rng.integers(0, size, args.lookups))
     baseline = whole_slices(table, rng.integers(0, size, args.baseline_lookups), args.buckets)
     batches = [rows_of(rng.integers(0, size, args.rows_per_batch), args.partitions, ts=2 + i, seed=i)

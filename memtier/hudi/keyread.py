@@ -93,11 +93,9 @@ def read_key_rows(
     """The rows of the base file at ``path`` (opened as ``source`` by the caller) that
     pass ``keys``, with those of ``columns`` the file has, or None when the file lacks a
     filtered column (the caller reads it whole)."""
-    footer: pq.FileMetaData = cache.get(("footer", path), lambda: pq.read_metadata(source))
-    leaves = {name: i for i, name in enumerate(footer.schema.names)}
+    footer, leaves, arrow_schema = cache.get(("footer", path), lambda: _footer(source))
     if any(c not in leaves for c in keys.columns):
         return None
-    arrow_schema = footer.schema.to_arrow_schema()
     present = [c for c in columns if c in leaves]
     parquet = pq.ParquetFile(source, metadata=footer)
     pieces = []
@@ -112,6 +110,12 @@ def read_key_rows(
     if not pieces:
         return pa.schema([arrow_schema.field(c) for c in present]).empty_table()
     return pa.concat_tables(pieces)
+
+
+def _footer(source: Any) -> tuple[pq.FileMetaData, dict[str, int], pa.Schema]:
+    """A file's footer, its column indices by name and its Arrow schema."""
+    footer = pq.read_metadata(source)
+    return footer, {name: i for i, name in enumerate(footer.schema.names)}, footer.schema.to_arrow_schema()
 
 
 def _may_hold(group: pq.RowGroupMetaData, leaves: Mapping[str, int], pinned: Mapping[str, list[Any]],
