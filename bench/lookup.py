@@ -10,7 +10,7 @@ Each size gets a new table of the demo's shape: ``--buckets`` file groups in eac
 gives the key alone and every partition's slice of the key's bucket is asked. It is
 filled with that many rows (bench/common's 5 columns plus ``city``), one Hudi commit per
 partition through :class:`memtier.HudiTable`: the base files a first flush writes
-(sorted by key, row groups of 8,192 rows), then served by a one-server cluster
+(sorted by key, row groups of 16,384 rows), then served by a one-server cluster
 (``register_table``; ``services.workers=0``: no compaction during the run). Then:
 
 * **lookup**: ``--lookups`` calls of ``client.lookup(table, [k])`` for random keys of
