@@ -31,8 +31,9 @@ from memtier.errors import (
 )
 from memtier.hudi.deletes import DELETE_FLAG, flagged_schema, prepare_write
 from memtier.hudi.filenames import bucket_file_id, bucket_or_none
-from memtier.hudi.filters import Filter, pinned_values, to_expression, validate
+from memtier.hudi.filters import Filter, pinned_values, validate
 from memtier.hudi.fsview import FileSystemView, pending_clustering
+from memtier.hudi.keyread import KeyFilter
 from memtier.hudi.keys import KeyColumns
 from memtier.hudi.routing import locate, producer_bucket, spread
 from memtier.hudi.schema import conform, to_table
@@ -571,8 +572,8 @@ class TableServer:
         data = data.append_column(PARTITION_COLUMN, _repeated(partitions)).append_column(
             FILE_ID_COLUMN, _repeated(file_ids)
         )
-        expression = to_expression(checked)
-        return data if expression is None else data.filter(expression)
+        keys = KeyFilter.of(checked)  # not acero's filter: it costs ~0.1 ms a frame
+        return data if keys is None else keys.filter(data)
 
     # == flushes =========================================================================
     def maintain(self) -> list[str]:
