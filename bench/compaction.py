@@ -298,11 +298,11 @@ def peak(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def placed(cluster: Any) -> dict[str, str | None]:
-    """The CPUs the table server, its flush worker and the pool's actor ran on."""
-    server = cluster.client().status()["servers"]["ts-0"]
-    pool = Path(f"/proc/{cluster.pids()['svc-0']}/status").read_text()
-    return {"table_server": server["cpus"], "flush_worker": server["flush_cpus"],
-            "pool": next(line.split()[1] for line in pool.splitlines() if line.startswith("Cpus_allowed_list"))}
+    """The CPUs the table server, its flush worker and the pool's actor ran on (as
+    ``memtier status`` shows them)."""
+    status = cluster.client().status()
+    server = status["servers"]["ts-0"]
+    return {"table_server": server["cpus"], "flush_worker": server["flush_cpus"], "pool": status["pool"].get("svc-0")}
 
 
 def main() -> None:

@@ -90,6 +90,8 @@ def status_report(address: str, status: Mapping[str, Any]) -> str:
             ("name", "path", "buckets", "latest Hudi commit", "flushed", "unflushed rows", "lag"), table_rows,
             right=(2, 4, 5, 6),
         ))
+    pool = status.get("pool") or {}
+    lines += ["", f"Table-service pool: {len(pool)}"] + [f"  {w} on CPUs {cpus or '?'}" for w, cpus in pool.items()]
     lines += _services_report(status["tables"])
     lines += ["", f"Open transactions: {len(txns)}" + (f" (ids {', '.join(map(str, txns))})" if txns else "")]
     endpoints = [("master", status.get("metrics_url"))] + [(sid, s.get("metrics_url")) for sid, s in servers.items()]

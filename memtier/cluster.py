@@ -144,8 +144,6 @@ class TableServerShell:
         cpus = available()
         self.cpus = pin(server_cpus(config.server_cpus, config.service_cpus, cpus))
         flush_cpus = service_cpus(config.service_cpus, cpus)
-        log.info("table server %s (pid %d) runs on CPUs %s, its flush worker on %s", server_id, os.getpid(),
-                 describe(self.cpus), describe(flush_cpus or self.cpus))
         self.server_id = server_id
         self._master = MasterProxy(master_location, token=config.token)
         server_config = load(TableServerConfig, server or {})
@@ -202,8 +200,8 @@ class TableServiceShell:
         os.nice(_POOL_NICENESS)
         config = load(ClusterConfig, cluster)
         self.cpus = pin(service_cpus(config.service_cpus, available()))
-        log.info("table-service worker %s (pid %d) runs on CPUs %s", worker_id, os.getpid(), describe(self.cpus))
-        self.worker = ServiceWorker(worker_id, MasterProxy(master_location, token=config.token))
+        self.worker = ServiceWorker(worker_id, MasterProxy(master_location, token=config.token),
+                                    cpus=describe(self.cpus))
         self.worker.start()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memtier-services", daemon=True)
@@ -220,10 +218,6 @@ class TableServiceShell:
 
     def completed(self) -> int:
         return self.worker.completed
-
-    def placement(self) -> str:
-        """The CPUs this actor runs on (``taskset -c`` form)."""
-        return describe(self.cpus)
 
     def pid(self) -> int:
         return os.getpid()

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 class ServiceLink(Protocol):
     """The master's calls a table-service worker makes."""
 
-    def service_worker_started(self, worker: str) -> None: ...
+    def service_worker_started(self, worker: str, cpus: str | None = None) -> None: ...
 
     def next_service_task(self, worker: str) -> dict[str, Any] | None: ...
 
@@ -71,10 +71,13 @@ class _Keepalive:
 
 
 class ServiceWorker:
-    """Executes table-service tasks the master hands out."""
+    """Executes table-service tasks the master hands out (``cpus``: where it runs, for the
+    master's status)."""
 
-    def __init__(self, worker_id: str, link: ServiceLink, *, keepalive_s: float = 2.0) -> None:
+    def __init__(self, worker_id: str, link: ServiceLink, *, keepalive_s: float = 2.0,
+                 cpus: str | None = None) -> None:
         self.worker_id = worker_id
+        self.cpus = cpus
         self._link = link
         self._keepalive_s = keepalive_s
         self._metas: dict[str, TableMeta] = {}
@@ -82,7 +85,7 @@ class ServiceWorker:
 
     def start(self) -> None:
         """Tell the master this worker (re)started: tasks an earlier life held go back."""
-        self._link.service_worker_started(self.worker_id)
+        self._link.service_worker_started(self.worker_id, self.cpus)
 
     def run_once(self) -> dict[str, Any] | None:
         """Take one task and execute it; the finished task, or None when there was none."""

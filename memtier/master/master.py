@@ -693,8 +693,8 @@ class Master:
         """Periodic: policies, compaction debt, tasks of silent pool actors."""
         self.services.check(self.list_tables())
 
-    def service_worker_started(self, worker: str) -> None:
-        self.services.worker_started(worker)
+    def service_worker_started(self, worker: str, cpus: str | None = None) -> None:
+        self.services.worker_started(worker, cpus)
 
     def next_service_task(self, worker: str) -> dict[str, Any] | None:
         return self.services.next_task(worker)
@@ -764,7 +764,7 @@ class Master:
             info["unflushed_rows"] = sum(u.get("unflushed_rows", 0) for u in unflushed)
             info["lag_s"] = max((u.get("oldest_unflushed_s", 0.0) for u in unflushed), default=0.0)
         return {"servers": servers, "tables": tables, "open_transactions": open_txns,
-                "metrics_url": self.metrics_url}
+                "pool": self.services.workers(), "metrics_url": self.metrics_url}
 
     def servers(self) -> dict[str, str]:
         with self._lock:

@@ -80,7 +80,7 @@ class MasterService(ActionService):
             "service_task": lambda r: m.service_task(r["task_id"]),
             "set_services": lambda r: {"services": m.set_services(r["table"], r["options"])},
             "sync_catalog": lambda r: m.sync_catalog(r["table"], r.get("metastore"), r.get("database")),
-            "service_worker_started": lambda r: no_result(m.service_worker_started(r["worker"])),
+            "service_worker_started": lambda r: no_result(m.service_worker_started(r["worker"], r.get("cpus"))),
             "next_service_task": lambda r: {"task": m.next_service_task(r["worker"])},
             "service_progress": lambda r: {"ok": m.service_progress(
                 r["task_id"], r["worker"], r["done"], r["total"]
@@ -211,8 +211,8 @@ class MasterProxy(Proxy):
                      database: str | None = None) -> dict[str, Any]:
         return self._call("sync_catalog", table=table, metastore=metastore, database=database)
 
-    def service_worker_started(self, worker: str) -> None:
-        self._call("service_worker_started", worker=worker)
+    def service_worker_started(self, worker: str, cpus: str | None = None) -> None:
+        self._call("service_worker_started", worker=worker, cpus=cpus)
 
     def next_service_task(self, worker: str) -> dict[str, Any] | None:
         return self._call("next_service_task", worker=worker)["task"]

@@ -55,6 +55,7 @@ class TableServices:
         self._last_check = 0.0
         self._last_clean: dict[str, float] = {}
         self._debt: dict[str, dict[str, int]] = {}
+        self._workers: dict[str, str | None] = {}  # pool actor -> the CPUs it runs on
 
     def table_config(self, table: str) -> ServicesConfig:
         """The cluster's service settings overridden by the table's own."""
@@ -158,9 +159,11 @@ class TableServices:
             self._debt.pop(table, None)
 
     # == the pool's calls ================================================================
-    def worker_started(self, worker: str) -> None:
-        """A pool actor (re)started: whatever an earlier life of it held is given back."""
+    def worker_started(self, worker: str, cpus: str | None = None) -> None:
+        """A pool actor (re)started, on ``cpus``: whatever an earlier life of it held is
+        given back."""
         with self._lock:
+            self._workers[worker] = cpus
             held = self._tasks.held_by(worker)
         for task in held:
             self._give_back(task, f"actor {worker} restarted while running it")
@@ -284,6 +287,11 @@ class TableServices:
             self.schedule(table, "clean")
 
     # == status ==========================================================================
+    def workers(self) -> dict[str, str | None]:
+        """The pool's actors that have started, and the CPUs each runs on (None: unknown)."""
+        with self._lock:
+            return dict(sorted(self._workers.items()))
+
     def status(self, table: str) -> dict[str, Any]:
         """Pending and running services of the table, its compaction debt, its leases."""
         with self._lock:

@@ -102,9 +102,9 @@ def test_the_pool_and_flush_workers_run_on_one_core_and_table_servers_on_the_oth
         assert _cpus_allowed(pids[name]) == "0", name
         worker = ray.get(cluster.table_servers[name].flush_worker_pid.remote())  # type: ignore[attr-defined]
         assert worker is not None and _cpus_allowed(worker) == "1", name
-    assert ray.get(cluster.table_services["svc-0"].placement.remote()) == "1"  # type: ignore[attr-defined]
     wait_until(lambda: all(s.get("flush_cpus") for s in client.status()["servers"].values()),
                "the servers to report their flush workers' CPUs")
+    assert client.status()["pool"] == {"svc-0": "1"}
     lines = status_report(cluster.address, client.status()).splitlines()  # type: ignore[attr-defined]
     for name in (f"ts-{i}" for i in range(SERVERS)):
         assert next(line for line in lines if line.strip().startswith(name)).rstrip().endswith("0 (1)")

@@ -24,6 +24,7 @@ STATUS = {
                   "unflushed_rows": 0, "lag_s": 0.0},
     },
     "open_transactions": [7, 9],
+    "pool": {"svc-0": "1"},
     "metrics_url": "http://127.0.0.1:5000/metrics",
 }
 
@@ -65,6 +66,7 @@ def test_status_report_shows_servers_tables_and_open_transactions() -> None:
     assert "20261122121101951" in orders and "12,345" in orders and "1.5 s" in orders and "s ago" in orders
     assert "(none yet)" in next(line for line in text.splitlines() if line.strip().startswith("fresh"))
     assert "Open transactions: 2 (ids 7, 9)" in text.splitlines()
+    assert text.splitlines()[text.splitlines().index("Table-service pool: 1") + 1] == "  svc-0 on CPUs 1"
     assert text.splitlines()[-3:] == ["Prometheus metrics:", "  master: http://127.0.0.1:5000/metrics",
                                       "  ts-0: http://127.0.0.1:5001/metrics"]
 
