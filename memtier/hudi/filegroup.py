@@ -127,6 +127,23 @@ def _ordered_deletes(change: FileGroupChange) -> bool:
     return ordering.null_count < len(ordering)
 
 
+def _delete_runs(change: FileGroupChange) -> list[tuple[pa.Array, pa.Array | None]]:
+    """The change's deletes as the keys and ordering values of one delete block each: those
+    in commit order (no ordering value, or an integer zero), then the ordered ones, as
+    hudi-rs refuses a block whose ordering values are of more than one type."""
+    keys, ordering = change.deleted_keys, change.deleted_ordering
+    if not change.num_deletes:
+        return []
+    if ordering is None:
+        return [(keys, None)]
+    in_commit_order = ordering.is_null()
+    if pat.is_integer(ordering.type):
+        in_commit_order = pc.or_(in_commit_order, pc.fill_null(pc.equal(ordering, 0), False))
+    ordered = pc.invert(in_commit_order)
+    runs = [(keys.filter(in_commit_order), None), (keys.filter(ordered), ordering.filter(ordered))]
+    return [(k, v) for k, v in runs if len(k)]
+
+
 def _records(meta: TableMeta, plan: FileGroupPlan, instant: str, file_name: str) -> pa.Table:
     change = plan.change
     assert change.upserts is not None
@@ -155,14 +172,11 @@ def _write_log(meta: TableMeta, plan: FileGroupPlan, instant: str) -> tuple[int,
                 block = encode(records.slice(start, LOG_BLOCK_ROWS), meta.avro_schema_with_meta, instant)
                 sizes.append(len(block))
                 yield block
-        if change.num_deletes:
-            partitions = pa.array([change.partition_path] * change.num_deletes, pa.string())
-            ordering = meta.merge_spec.ordering_column
-            ordering_type = meta.physical.field(ordering).type if ordering else None
-            block = delete_block(
-                change.deleted_keys, partitions, instant, meta.avro_schema_with_meta, ordering_type,
-                change.deleted_ordering,
-            )
+        ordering = meta.merge_spec.ordering_column
+        ordering_type = meta.physical.field(ordering).type if ordering else None
+        for keys, values in _delete_runs(change):
+            partitions = pa.array([change.partition_path] * len(keys), pa.string())
+            block = delete_block(keys, partitions, instant, meta.avro_schema_with_meta, ordering_type, values)
             sizes.append(len(block))
             yield block
 

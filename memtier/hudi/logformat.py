@@ -14,7 +14,6 @@ data is CORRUPT, and the scan resumes at the next magic.
 
 from __future__ import annotations
 
-import io
 import json
 import struct
 from collections.abc import Iterator, Mapping
@@ -22,10 +21,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from types import MappingProxyType
 
-import fastavro
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pyarrow.types as pat
 
@@ -36,12 +32,11 @@ from memtier.errors import (
     UnknownFormatVersionError,
 )
 from memtier.hudi.avro import (
-    avro_long,
     avro_to_arrow_schema,
     decode_framed,
     encode_framed,
-    encode_records,
 )
+from memtier.hudi.deleterecords import decode_delete_records, encode_delete_records
 from memtier.hudi.parquetfile import write_parquet
 
 __all__ = [
@@ -331,122 +326,6 @@ def parquet_data_block(records: pa.Table, avro_schema_with_meta: dict, instant: 
     return _block(BlockType.PARQUET_DATA, header, sink.getvalue().to_pybytes())
 
 
-# HoodieDeleteRecordList as Hudi 0.14/0.15 (table version 6) write it.
-_ORDERING_BRANCHES = (
-    "null",
-    "int",
-    "long",
-    "float",
-    "double",
-    "bytes",
-    "string",
-    {"type": "bytes", "logicalType": "decimal", "precision": 30, "scale": 15},
-    {"type": "int", "logicalType": "date"},
-    {"type": "int", "logicalType": "time-millis"},
-    {"type": "long", "logicalType": "time-micros"},
-    {"type": "long", "logicalType": "timestamp-millis"},
-    {"type": "long", "logicalType": "timestamp-micros"},
-)
-_DELETE_RECORD = {
-    "type": "record",
-    "name": "HoodieDeleteRecord",
-    "namespace": "org.apache.hudi.avro.model",
-    "fields": [
-        {"name": "recordKey", "type": ["null", "string"], "default": None},
-        {"name": "partitionPath", "type": ["null", "string"], "default": None},
-        {"name": "orderingVal", "type": list(_ORDERING_BRANCHES), "default": None},
-    ],
-}
-_DELETE_LIST = fastavro.parse_schema(
-    {
-        "type": "record",
-        "name": "HoodieDeleteRecordList",
-        "namespace": "org.apache.hudi.avro.model",
-        "fields": [
-            {"name": "deleteRecordList", "type": {"type": "array", "items": _DELETE_RECORD}}
-        ],
-    }
-)
-
-def _branch_name(branch: str | dict) -> str:
-    return branch if isinstance(branch, str) else branch["logicalType"]
-
-
-# A delete in commit order, as Apache Hudi writes it whatever the ordering field's type:
-# the integer 0 (Java 1.0's union of wrapper records has IntWrapper at index 2, which the
-# plain union above, hudi-rs's, reads as the long 0). A zero of another branch is not one:
-# Java reads those bytes as another type (index 1 is its BooleanWrapper) and fails.
-_COMMIT_ORDER = avro_long(2) + b"\x00"
-
-
-def _zero_ordering(name: str) -> bytes:
-    """The orderingVal union bytes of a delete in commit order (null without an ordering field)."""
-    return avro_long(0) if name == "null" else _COMMIT_ORDER
-
-
-def _ordering_branch(ordering_type: pa.DataType | None) -> str:
-    """The orderingVal branch Hudi uses for an ordering field of this Arrow type (as
-    written by this package's Avro schemas: every timestamp is timestamp-micros)."""
-    t = ordering_type
-    if t is None or pat.is_null(t):
-        return "null"
-    if pat.is_dictionary(t):
-        return _ordering_branch(t.value_type)
-    checks = (
-        (pat.is_int64, "long"),
-        (pat.is_signed_integer, "int"),
-        (lambda x: x == pa.float32(), "float"),
-        (pat.is_floating, "double"),
-        (lambda x: pat.is_string(x) or pat.is_large_string(x), "string"),
-        (lambda x: pat.is_binary(x) or pat.is_large_binary(x), "bytes"),
-        (pat.is_decimal, "decimal"),
-        (pat.is_date32, "date"),
-        (pat.is_time32, "time-millis"),
-        (pat.is_time64, "time-micros"),
-        (pat.is_timestamp, "timestamp-micros"),
-    )
-    for check, branch in checks:
-        if check(t):
-            return branch
-    raise SchemaMismatchError(f"an ordering field of type {t} has no Hudi delete ordering value")
-
-
-# Arrow types of the orderingVal branches whose values are written as they are (others
-# are written as a zero: "delete in commit order").
-_ORDERED_BRANCHES = {
-    "int": ("int", pa.int32()),
-    "long": ("long", pa.int64()),
-    "float": ("float", pa.float32()),
-    "double": ("double", pa.float64()),
-    "string": ("string", pa.string()),
-    "date": ("int", pa.int32()),
-    "timestamp-micros": ("long", pa.int64()),
-}
-
-
-def _ordering_field(branch: str, values: pa.Array | None, rows: int) -> tuple[dict, pa.Array]:
-    """The Avro field and column writing each delete's orderingVal: the union branch
-    index, then the value in that branch (a zero where ``values`` is null or absent)."""
-    if values is None or branch not in _ORDERED_BRANCHES or values.null_count == rows:
-        zero = _zero_ordering(branch)
-        column = pa.Array.from_buffers(pa.binary(len(zero)), rows, [None, pa.py_buffer(zero * rows)])
-        return {"name": "orderingVal", "type": {"type": "fixed", "name": "z", "size": len(zero)}}, column
-    avro_type, arrow_type = _ORDERED_BRANCHES[branch]
-    if pat.is_dictionary(values.type):
-        values = values.dictionary_decode()
-    if pat.is_timestamp(values.type):
-        values = values.cast(pa.timestamp("us", values.type.tz))
-    values = values.cast(arrow_type)
-    if values.null_count:
-        values = pc.fill_null(values, pa.scalar("" if avro_type == "string" else 0, arrow_type))
-    branch_index = [_branch_name(b) for b in _ORDERING_BRANCHES].index(branch)
-    column = pa.StructArray.from_arrays(
-        [pa.array(np.full(rows, branch_index, np.int64)), values], ["branch", "value"]
-    )
-    fields = [{"name": "branch", "type": "long"}, {"name": "value", "type": avro_type}]
-    return {"name": "orderingVal", "type": {"type": "record", "name": "o", "fields": fields}}, column
-
-
 def delete_block(
     record_keys: pa.Array,
     partition_paths: pa.Array,
@@ -455,31 +334,10 @@ def delete_block(
     ordering_type: pa.DataType | None,
     ordering_values: pa.Array | None = None,
 ) -> bytes:
-    """A DELETE block of the given keys: HoodieDeleteRecordList, each orderingVal in the
-    union branch of ``ordering_type`` (null when there is no ordering field): the
-    delete's ``ordering_values`` (readers then keep a record of a greater ordering value),
-    or a zero where none is given ("delete in commit order")."""
-    rows = len(record_keys)
-    if rows != len(partition_paths):
-        raise SchemaMismatchError(f"{rows} record keys but {len(partition_paths)} partition paths")
-    if ordering_values is not None and len(ordering_values) != rows:
-        raise SchemaMismatchError(f"{rows} record keys but {len(ordering_values)} ordering values")
-    # The union is written as its branch index then its value: a fixed zero, or a record
-    # of (branch, value), whose Avro bytes are exactly those of the union.
-    ordering_field, ordering = _ordering_field(_ordering_branch(ordering_type), ordering_values, rows)
-    table = pa.table({"recordKey": record_keys, "partitionPath": partition_paths, "orderingVal": ordering})
-    layout = {
-        "type": "record",
-        "name": "HoodieDeleteRecord",
-        "fields": [
-            {"name": "recordKey", "type": ["null", "string"]},
-            {"name": "partitionPath", "type": ["null", "string"]},
-            ordering_field,
-        ],
-    }
-    items, _ = encode_records(table, layout)
-    count = avro_long(rows) if rows else b""
-    datum = count + items.to_pybytes() + b"\x00"  # one array block, then the end marker
+    """A DELETE block of the given keys (:mod:`memtier.hudi.deleterecords`: Hudi 1.0's
+    layout), each delete with its ``ordering_values`` entry (readers then keep a record
+    of a greater ordering value), or in commit order where none is given."""
+    datum = encode_delete_records(record_keys, partition_paths, ordering_type, ordering_values)
     content = struct.pack(">ii", CONTENT_VERSION, len(datum)) + datum
     return _block(BlockType.DELETE, _data_header(avro_schema_with_meta, instant), content)
 
@@ -534,10 +392,10 @@ def read_data_block(block: LogBlock, arrow_schema: pa.Schema | None = None) -> p
     return decode_framed(records, count, schema, arrow_schema, source=block.where)
 
 
-def read_delete_block(block: LogBlock) -> pa.Table:
+def read_delete_block(block: LogBlock, ordering_type: pa.DataType | None = None) -> pa.Table:
     """The deleted keys of a DELETE block: ``record_key`` and ``partition_path`` strings
-    and ``ordering_val`` (the values' common Arrow type; null when all are null, strings
-    when they have no common type)."""
+    and ``ordering_val`` (:func:`~memtier.hudi.deleterecords.decode_delete_records`, which
+    also reads the layout memtier once wrote for an ordering field of ``ordering_type``)."""
     if block.block_type != BlockType.DELETE:
         raise InvalidArgumentError(
             f"{block.where}: a {block.block_type.name} block holds no deletes"
@@ -550,21 +408,6 @@ def read_delete_block(block: LogBlock) -> pa.Table:
     if length < 0 or len(datum) != length:
         raise CorruptFileError(block.path, block.offset, f"delete block length {length} is wrong")
     try:
-        deletes = fastavro.schemaless_reader(io.BytesIO(datum), _DELETE_LIST, None)
-    except Exception as e:  # fastavro raises anything at all on garbage
-        raise CorruptFileError(
-            block.path, block.offset, f"delete records do not decode: {e}"
-        ) from e
-    records = deletes["deleteRecordList"]
-    ordering = [r["orderingVal"] for r in records]
-    try:
-        ordering_values = pa.array(ordering)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        ordering_values = pa.array([None if v is None else str(v) for v in ordering], pa.string())
-    return pa.table(
-        {
-            "record_key": pa.array([r["recordKey"] for r in records], pa.string()),
-            "partition_path": pa.array([r["partitionPath"] for r in records], pa.string()),
-            "ordering_val": ordering_values,
-        }
-    )
+        return decode_delete_records(datum, ordering_type)
+    except ValueError as e:
+        raise CorruptFileError(block.path, block.offset, f"delete records do not decode: {e}") from e

@@ -91,6 +91,8 @@ _Block = tuple[str | None, BlockType, str | None, LogEntry | None]
 def _decoded_blocks(meta: TableMeta, path: str, columns: Sequence[str]) -> list[_Block]:
     """Every block of one log file, decoded (corrupt blocks skipped)."""
     load = _load_columns(meta, columns)
+    ordering = meta.merge_spec.ordering_column
+    ordering_type = meta.physical.field(ordering).type if ordering else None
     decoded: list[_Block] = []
     for block in iter_blocks(memoryview(meta.io.read_bytes(path)), path):
         entry = None
@@ -101,7 +103,7 @@ def _decoded_blocks(meta: TableMeta, path: str, columns: Sequence[str]) -> list[
             records = conform_columns(read_data_block(block), meta.file_schema, load)
             entry = LogEntry(records=_with_record_keys(records, meta).select(list(columns)))
         elif block.block_type == BlockType.DELETE:
-            deletes = read_delete_block(block)
+            deletes = read_delete_block(block, ordering_type)
             entry = LogEntry(
                 deleted_keys=deletes.column("record_key").combine_chunks(),
                 deleted_ordering=deletes.column("ordering_val").combine_chunks(),

@@ -13,13 +13,15 @@ import copy
 import random
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 import pytest
 
 from memtier.errors import UnsupportedTableError
 from memtier.hudi import HudiTable
 from tests.interop.test_hudi_rs_reads_ours import make_row, to_arrow
 from tests.interop.test_hudi_spark_reads_ours import data, expected
-from tests.support.hudi_spark import HudiSpark, HudiSparkError, writer_options
+from tests.support.hudi_spark import KEEP_LOGS, HudiSpark, HudiSparkError, writer_options
+from tests.support.hudirs import hudi_rs_read, rows
 from tests.support.inprocess import InProcessCluster
 from tests.support.model import TableModel
 
@@ -184,3 +186,61 @@ def test_hudi_1_0_2_fails_on_a_key_reinserted_after_a_delete_in_the_logs(hudi_sp
     older = hudi_spark.read_with(path, {"hoodie.file.group.reader.enabled": "false"})
     assert data(older) == expected(model)
     assert data(HudiTable.open(path).read()) == expected(model)
+
+
+#: (ids, ordering value, v, deleted): base records, a log record, ordered deletes older and
+#: newer than what they meet, late records after them, a newer key.
+ORDERED_DELETES = [
+    ([1, 2, 3, 4, 5, 6], 10, "base", False),
+    ([7], 10, "log", False),
+    ([1, 2, 7], [5, 15, 20], None, True),
+    ([2, 7], 12, "late", False),
+    ([6], 9, None, True),
+    ([8], 1, "new", False),
+]
+ORDERED = [(1, 10, "base"), (3, 10, "base"), (4, 10, "base"), (5, 10, "base"), (6, 10, "base"), (8, 1, "new")]
+IN_COMMIT_ORDER = [(2, 12, "late"), (3, 10, "base"), (4, 10, "base"), (5, 10, "base"), (7, 12, "late"), (8, 1, "new")]
+
+
+def test_ordered_deletes_in_hudis_tables_and_memtiers(hudi_spark: HudiSpark, tmp_path) -> None:
+    """Deletes carrying their own ordering value, written by Hudi (upserts flagged
+    ``_hoodie_is_deleted``: delete blocks whose ordering values are Hudi 1.0's wrapper
+    records) and by the tier (``client.delete`` with the ordering column): Hudi's default
+    reader, memtier and hudi-rs read both tables alike. Hudi 1.0.2's older reader
+    (hoodie.file.group.reader.enabled=false) applies them in commit order on both.
+    README, Interoperability."""
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
+    flagged = pa.schema([*schema, pa.field("_hoodie_is_deleted", pa.bool_())])
+
+    def batch(ids: list[int], ts: int | list[int], v: str | None, deleted: bool) -> pa.Table:
+        ordering = ts if isinstance(ts, list) else [ts] * len(ids)
+        return pa.table({"id": ids, "ts": ordering, "v": [v] * len(ids), "_hoodie_is_deleted": [deleted] * len(ids)},
+                        schema=flagged)
+
+    hudis = str(tmp_path / "hudis")
+    options = {**writer_options("hudis", "id", "ts", buckets=1, table_version=6), **KEEP_LOGS}
+    for step in ORDERED_DELETES:
+        hudi_spark.write(hudis, batch(*step), options)
+
+    ours = str(tmp_path / "ours")
+    cluster = InProcessCluster(str(tmp_path / "cluster"))
+    try:
+        cluster.add_server("ts-0")
+        client = cluster.client()
+        client.create_table("t", schema, record_key="id", ordering_field="ts", buckets=1, path=ours)
+        for step in ORDERED_DELETES:
+            rows_ = batch(*step)
+            if step[3]:
+                client.delete("t", rows_.select(["id", "ts"]))
+            else:
+                client.write("t", rows_.select(schema.names))
+            assert client.flush("t")
+    finally:
+        cluster.close()
+
+    for path in (hudis, ours):
+        assert rows(hudi_spark.read(path), schema.names) == ORDERED, path
+        assert rows(HudiTable.open(path).read(), schema.names) == ORDERED, path
+        assert rows(hudi_rs_read(path), schema.names) == ORDERED, path
+        older = hudi_spark.read_with(path, {"hoodie.file.group.reader.enabled": "false"})
+        assert rows(older, schema.names) == IN_COMMIT_ORDER, path

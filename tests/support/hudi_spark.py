@@ -24,6 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "scripts" / "jvm" / "hudi_spark_setup.sh"
 WORKER = ROOT / "scripts" / "jvm" / "hudi_spark_worker.py"
 READ_MODES = ("snapshot", "read_optimized", "incremental")
+#: Writer options that keep Hudi's log files: no compaction inline or scheduled (a Spark
+#: datasource write to a merge-on-read table compacts inline every 5 deltacommits).
+KEEP_LOGS = {"hoodie.compact.inline": "false", "hoodie.compact.schedule.inline": "false",
+             "hoodie.datasource.compaction.async.enable": "false"}
 
 
 def setup() -> dict[str, str]:

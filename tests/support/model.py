@@ -44,6 +44,15 @@ class Version:
 
 
 _DELETE = "delete"
+_ORDERED_DELETE = "ordered-delete"
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """An ordered delete in the log: it ends a version of its key of a lower (or equal)
+    ordering value, and a later version must reach its ordering value to come back."""
+
+    ordering: Any
 
 
 @dataclass
@@ -86,7 +95,16 @@ class TableModel:
         for g, versions in by_group.items():
             self._apply(g, commit, "upsert", versions)
 
-    def delete(self, commit: int, rows: Iterable[Mapping[str, Any]]) -> None:
+    def delete(self, commit: int, rows: Iterable[Mapping[str, Any]], *, ordered: bool = False) -> None:
+        """Deletes in commit order, or (``ordered``: each row's ordering value, one row a
+        key) decided against the key's versions by ordering value, as upserts are."""
+        if ordered:
+            tombstones: dict[Hashable, dict[Hashable, Tombstone]] = {}
+            for row in rows:
+                tombstones.setdefault(self._group(row), {})[self.key(row)] = Tombstone(self._ordering(row))
+            for g, payload in tombstones.items():
+                self._apply(g, commit, _ORDERED_DELETE, payload)
+            return
         by_group: dict[Hashable, set[Hashable]] = {}
         for row in rows:
             by_group.setdefault(self._group(row), set()).add(self.key(row))
@@ -96,32 +114,44 @@ class TableModel:
 
     def _apply(self, g: Hashable, commit: int, kind: str, payload: Any) -> None:
         group = self.groups.get(g)
-        if group is None:
-            self.groups[g] = _FileGroup(commit, dict(payload))
+        if group is None and kind == _ORDERED_DELETE and not self.copy_on_write:
+            self.groups[g] = _FileGroup(commit, {}, [(commit, kind, payload)])  # a log-only file group
+        elif group is None:
+            self.groups[g] = _FileGroup(commit, {} if kind == _ORDERED_DELETE else dict(payload))
         elif self.copy_on_write:
             group.base = self._merge(group.base, [(commit, kind, payload)])
         else:
             group.log.append((commit, kind, payload))
 
+    def compact(self) -> None:
+        """Each file group's log merged into its base, as a compaction does (ordered
+        deletes leave nothing behind)."""
+        for group in self.groups.values():
+            group.base = self._merge(group.base, group.log)
+            group.log = []
+
     # -- Hudi's merge -----------------------------------------------------------------
-    def _wins(self, new: Any, current: Version | str | None) -> bool:
+    def _wins(self, new: Any, current: Version | Tombstone | str | None) -> bool:
         if current is None or current == _DELETE or self.ordering_field is None:
             return True
         return new >= current.ordering
 
     def _merge(self, base: Mapping[Hashable, Version], log: Sequence[tuple[int, str, Any]]) -> dict:
-        buffer: dict[Hashable, Version | str] = {}
+        buffer: dict[Hashable, Version | Tombstone | str] = {}
         for _commit, kind, payload in log:
             if kind == _DELETE:
                 buffer.update(dict.fromkeys(payload, _DELETE))
                 continue
-            for k, version in payload.items():
+            for k, version in payload.items():  # a Version, or a Tombstone
                 if self._wins(version.ordering, buffer.get(k)):
                     buffer[k] = version
         merged = dict(base)
         for k, state in buffer.items():
             if state == _DELETE:
                 merged.pop(k, None)
+            elif isinstance(state, Tombstone):
+                if k in merged and self._wins(state.ordering, merged[k]):
+                    del merged[k]
             elif k not in merged or self._wins(state.ordering, merged[k]):
                 merged[k] = state
         return merged

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import struct
@@ -12,8 +13,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from memtier.errors import InvalidArgumentError, SchemaMismatchError, UnknownFormatVersionError
-from memtier.hudi.avro import arrow_to_avro_schema, with_meta_fields
+from memtier.errors import (
+    CorruptFileError,
+    InvalidArgumentError,
+    SchemaMismatchError,
+    UnknownFormatVersionError,
+)
+from memtier.hudi.avro import arrow_to_avro_schema, avro_long, with_meta_fields
 from memtier.hudi.logformat import (
     MAGIC,
     BlockType,
@@ -31,6 +37,7 @@ from tests.support.samples import SAMPLES, Sample, unpack
 
 LOG_BLOCKS = {"v6_trips_8i1u": BlockType.AVRO_DATA}  # every other sample log: PARQUET_DATA
 INSTANT = "20250101000000000"
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def _log_files(table_dir: Path) -> list[Path]:
@@ -302,24 +309,80 @@ def test_schema_header_is_compact_json() -> None:
 
 
 @pytest.mark.parametrize(
-    ("ordering", "expected"),
+    ("ordering", "expected", "branch"),
     [
-        (pa.array([7, None, -3], pa.int64()), [7, 0, -3]),
-        (pa.array([7, None, 2], pa.int32()), [7, 0, 2]),
-        (pa.array([1.5, None, 2.0], pa.float64()), [1.5, 0.0, 2.0]),
-        (pa.array(["b", None, "a"]), ["b", "", "a"]),
-        (pa.array([None, None, None], pa.int64()), [0, 0, 0]),
+        (pa.array([7, None, -3], pa.int64()), [7, 0, -3], 3),
+        (pa.array([7, None, 2], pa.int32()), [7, 0, 2], 2),
+        (pa.array([1.5, None, 2.0], pa.float64()), [1.5, None, 2.0], 5),
+        (pa.array(["b", None, "a"]), ["b", None, "a"], 7),
+        (pa.array([datetime.date(2024, 1, 2), None, datetime.date(1999, 1, 1)]),
+         [datetime.date(2024, 1, 2), None, datetime.date(1999, 1, 1)], 2),
+        (pa.array([1_000_000, None, 5], pa.timestamp("us", "UTC")),
+         [_EPOCH + datetime.timedelta(seconds=1), None, _EPOCH + datetime.timedelta(microseconds=5)], 3),
+        (pa.array([None, None, None], pa.int64()), [0, 0, 0], 2),
     ],
+    ids=str,
 )
-def test_delete_block_carries_each_deletes_ordering_value(ordering: pa.Array, expected: list) -> None:
-    """Deletes keep their ordering value (readers keep a record with a greater one); a
-    delete without one is written as the branch's zero: "in commit order"."""
+def test_delete_block_carries_each_deletes_ordering_value(ordering: pa.Array, expected: list, branch: int) -> None:
+    """Deletes keep their ordering value (readers keep a record with a greater one) in
+    Hudi 1.0's union of wrapper records, as Hudi's Spark writer writes the field's value
+    (dates as IntWrapper days, timestamps as LongWrapper micros); a delete without one is
+    in commit order (IntWrapper 0)."""
     _, schema = _records(1)
     keys = pa.array(["1", "2", "3"])
     paths = pa.array(["p=1"] * 3)
     (block,) = _blocks(delete_block(keys, paths, INSTANT, schema, ordering.type, ordering))
-    deletes = read_delete_block(block)
+    first = bytes(block.content[8 + 9 :])  # count, then recordKey "1" and partitionPath "p=1"
+    assert first[:1] == bytes([branch * 2])
+    deletes = read_delete_block(block, ordering.type)
     assert deletes.column("record_key").to_pylist() == ["1", "2", "3"]
     assert deletes.column("ordering_val").to_pylist() == expected
     with pytest.raises(SchemaMismatchError, match="ordering values"):
         delete_block(keys, paths, INSTANT, schema, ordering.type, ordering.slice(1))
+
+
+def _delete_list(orderings: list[bytes]) -> LogBlock:
+    """A DELETE block of keys "0", "1", ... without partition paths, whose orderingVal
+    bytes are given."""
+    items = b"".join(b"\x02" + avro_long(len(str(i))) + str(i).encode() + b"\x00" + o for i, o in enumerate(orderings))
+    datum = avro_long(len(orderings)) + items + b"\x00"
+    content = struct.pack(">ii", 3, len(datum)) + datum
+    return LogBlock(BlockType.DELETE, {}, memoryview(content), 0, 0)
+
+
+_ZERO = avro_long(2) + avro_long(0)
+
+
+@pytest.mark.parametrize(
+    ("ordering_type", "orderings", "expected"),
+    [
+        # as memtier wrote them before: the plain union (int, long, float, ...)
+        (pa.int64(), [avro_long(2) + avro_long(7), _ZERO], [7, 0]),
+        (pa.int32(), [avro_long(1) + avro_long(7), _ZERO], [7, 0]),
+        (pa.float64(), [avro_long(4) + struct.pack("<d", 1.5), _ZERO], [1.5, None]),
+        (pa.string(), [avro_long(6) + avro_long(1) + b"b", _ZERO], ["b", None]),
+        (pa.timestamp("us"), [avro_long(12) + avro_long(10**6), _ZERO], [_EPOCH + datetime.timedelta(seconds=1), None]),
+        # as Hudi 1.0.2's Spark writer writes them: LongWrapper 15 (its bytes), and its
+        # Spark values of dates and timestamps wrapped
+        (pa.int64(), [b"\x06\x1e", _ZERO], [15, 0]),
+        (pa.timestamp("us", "UTC"), [avro_long(3) + avro_long(10**6), _ZERO],
+         [_EPOCH + datetime.timedelta(seconds=1), None]),
+        (pa.date32(), [avro_long(2) + avro_long(366), _ZERO], [datetime.date(1971, 1, 2), None]),
+    ],
+    ids=str,
+)
+def test_delete_blocks_of_either_layout_are_read(ordering_type: pa.DataType, orderings: list[bytes], expected: list) -> None:
+    deletes = read_delete_block(_delete_list(orderings), ordering_type)
+    assert deletes.column("record_key").to_pylist() == ["0", "1"]
+    got = deletes.column("ordering_val").to_pylist()
+    assert [v.replace(tzinfo=None) if isinstance(v, datetime.datetime) else v for v in got] == [
+        v.replace(tzinfo=None) if isinstance(v, datetime.datetime) else v for v in expected]
+
+
+def test_a_delete_block_that_does_not_decode_is_corrupt() -> None:
+    good = _delete_list([avro_long(3) + avro_long(7)])
+    for content in (bytes(good.content)[:-3], bytes(good.content) + b"\x00",
+                    bytes(good.content).replace(avro_long(3) + avro_long(7), avro_long(40) + avro_long(7))):
+        content = content[:4] + struct.pack(">i", len(content) - 8) + content[8:]
+        with pytest.raises(CorruptFileError, match="do not decode"):
+            read_delete_block(LogBlock(BlockType.DELETE, {}, memoryview(content), 0, 0), pa.int64())
