@@ -70,13 +70,19 @@ STALENESS_SCHEMA = pa.schema([("key", pa.int64()), ("ts", pa.int64()), ("batch",
                               ("name", pa.string())])
 
 
+def updates(rows: int, fraction: float, log_files: int) -> list[pa.Table]:
+    """``fraction`` of the keys of ``bench_table(rows)`` updated, in ``log_files`` batches."""
+    updated = np.random.default_rng(3).permutation(rows)[: int(rows * fraction)]
+    return [bench_table(len(keys), seed=10 + i, keys=keys, ts=2 + i)
+            for i, keys in enumerate(np.array_split(updated, log_files))]
+
+
 def prepare(path: Path, rows: int, buckets: int, fraction: float, log_files: int) -> HudiTable:
     """A table of base files whose latest slices' logs hold ``fraction`` of the rows as updates."""
     table = HudiTable.create(str(path), BENCH_SCHEMA, record_key="key", ordering_field="ts", buckets=buckets)
     table.write(bench_table(rows))
-    updated = np.random.default_rng(3).permutation(rows)[: int(rows * fraction)]
-    for i, keys in enumerate(np.array_split(updated, log_files)):
-        table.write(bench_table(len(keys), seed=10 + i, keys=keys, ts=2 + i))
+    for batch in updates(rows, fraction, log_files):
+        table.write(batch)
     return table
 
 

@@ -19,8 +19,10 @@ caller reads them with pyarrow, and the other way round). Requests:
   (``time.monotonic()`` when it returned).
 - ``{"op": "count", "path", "options", "where"}``: rows of a fresh Hudi read matching a SQL
   condition; answers ``rows`` and ``returned``.
+- ``{"op": "scan", "path", "options"}``: a Hudi read of every row and column into Spark's
+  no-op sink; answers ``seconds`` (that scan) and ``rows`` (counted after, untimed).
 - ``{"op": "sql", "query"}``: Spark SQL (e.g. Hudi's ``CALL`` procedures); answers ``rows``
-  as lists of strings.
+  as lists of strings and ``seconds`` (the query, collected).
 - ``{"op": "stop"}``: stops Spark and exits.
 
 Spark and its JVM write their logs to stderr; stdout carries answers only.
@@ -65,7 +67,7 @@ def session(jar: str, conf: dict[str, str]) -> Any:
     return spark
 
 
-OPS = ("read", "load", "write", "count", "sql")
+OPS = ("read", "load", "write", "count", "scan", "sql")
 
 
 class Worker:
@@ -103,8 +105,16 @@ class Worker:
         rows = self._hudi(request).where(request["where"]).count()
         return {"rows": rows, "returned": time.monotonic()}
 
+    def scan(self, request: dict[str, Any]) -> dict[str, Any]:
+        frame = self._hudi(request)
+        started = time.monotonic()
+        frame.write.format("noop").mode("overwrite").save()
+        return {"seconds": time.monotonic() - started, "rows": frame.count()}
+
     def sql(self, request: dict[str, Any]) -> dict[str, Any]:
-        return {"rows": [[str(v) for v in row] for row in self.spark.sql(request["query"]).collect()]}
+        started = time.monotonic()
+        rows = self.spark.sql(request["query"]).collect()
+        return {"rows": [[str(v) for v in row] for row in rows], "seconds": time.monotonic() - started}
 
 
 def main() -> None:

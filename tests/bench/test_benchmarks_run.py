@@ -36,6 +36,8 @@ RUNS = {
                "--visible-batches", "2", "--rows-per-batch", "100"],
     "hudi_spark_peer": ["-m", "bench.hudi_spark_peer", "--batches", "2", "--rows-per-batch", "1000",
                         "--visible-batches", "1"],
+    "hudi_spark_peer_read": ["-m", "bench.hudi_spark_peer_read", "--rows", "2000", "--buckets", "1",
+                             "--repeat", "1"],
     "spark": ["-m", "bench.spark", "--rows", "20000", "--repeat", "1", "--files", "2"],
     "ingest": ["-m", "bench.ingest", "--no-peers", "--batches", "4", "--rows-per-batch", "1000",
                "--threads", "2", "--buckets", "1,2", "--rounds", "1", "--paced-seconds", "0.5",
