@@ -139,10 +139,12 @@ class HudiTable:
         """Write a batch (pyarrow Table/RecordBatch or pandas DataFrame) as one instant.
 
         ``operation``: ``"upsert"`` (default), ``"insert"`` (same routing; recorded as an
-        insert) or ``"delete"`` (needs only the key and partition columns; with the
-        ordering column, each delete loses to a version of its key with a greater one). Rows sharing a
-        key keep the greatest ordering value. Returns the instant, or None if nothing was
-        written. A rejected batch leaves the timeline untouched.
+        insert) or ``"delete"`` (reads only the key and partition columns: the deletes
+        apply in commit order, whatever ordering values the rows carry, as Hudi's Spark
+        writer's ``delete`` operation does; the write tier's ``Client.delete`` takes
+        ordered deletes). Upserted rows sharing a key keep the greatest ordering value.
+        Returns the instant, or None if nothing was written. A rejected batch leaves the
+        timeline untouched.
         """
         return write_batch(self._meta, data, operation)
 
