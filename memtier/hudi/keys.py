@@ -32,6 +32,7 @@ from memtier.errors import (
 
 __all__ = [
     "KeyColumns",
+    "check_keys",
     "DEFAULT_PARTITION",
     "bucket_ids",
     "partition_paths",
@@ -58,6 +59,13 @@ def _is_key_type(t: pa.DataType) -> bool:
 
 def _key_column(table: pa.Table, name: str) -> pa.Array:
     """A record-key column as strings, checked: present, of a key type, never null."""
+    column = _checked_column(table, name)
+    return column if pat.is_string(column.type) else column.cast(pa.string())
+
+
+def _checked_column(table: pa.Table, name: str) -> pa.Array:
+    """A record-key column as it is (dictionaries decoded), checked: present, of a key
+    type, never null."""
     if name not in table.column_names:
         raise InvalidRecordKeyError(
             f"record key column {name!r} is missing (columns: {table.column_names})"
@@ -74,7 +82,7 @@ def _key_column(table: pa.Table, name: str) -> pa.Array:
     if column.null_count:
         row = _first(column.is_null())
         raise InvalidRecordKeyError(f"record key column {name!r} is null in row {row}")
-    return column if pat.is_string(column.type) else column.cast(pa.string())
+    return column
 
 
 def _first(mask: pa.Array) -> int:
@@ -87,12 +95,24 @@ def _key_values(table: pa.Table, key_fields: Sequence[str]) -> list[pa.Array]:
         raise InvalidRecordKeyError("no record key columns given")
     values = [_key_column(table, name) for name in key_fields]
     if len(values) == 1:
-        empty = pc.equal(pc.binary_length(values[0]), 0)
-        if pc.any(empty).as_py():
-            raise InvalidRecordKeyError(
-                f"record key column {key_fields[0]!r} is empty in row {_first(empty)}"
-            )
+        _refuse_empty(values[0], key_fields[0])
     return values
+
+
+def _refuse_empty(column: pa.Array, name: str) -> None:
+    empty = pc.equal(pc.binary_length(column), 0)
+    if pc.any(empty).as_py():
+        raise InvalidRecordKeyError(f"record key column {name!r} is empty in row {_first(empty)}")
+
+
+def check_keys(table: pa.Table, key_fields: Sequence[str]) -> None:
+    """Refuse the record keys :meth:`KeyColumns.of` refuses, without making their strings
+    (an integer or boolean key is never empty)."""
+    if not key_fields:
+        raise InvalidRecordKeyError("no record key columns given")
+    columns = [_checked_column(table, name) for name in key_fields]
+    if len(columns) == 1 and not pat.is_integer(columns[0].type) and not pat.is_boolean(columns[0].type):
+        _refuse_empty(columns[0], key_fields[0])
 
 
 @dataclass(frozen=True)

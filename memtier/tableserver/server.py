@@ -34,7 +34,7 @@ from memtier.hudi.filenames import bucket_file_id, bucket_or_none
 from memtier.hudi.filters import Filter, pinned_values, validate
 from memtier.hudi.fsview import FileSystemView, pending_clustering
 from memtier.hudi.keyread import KeyFilter
-from memtier.hudi.keys import KeyColumns
+from memtier.hudi.keys import check_keys
 from memtier.hudi.routing import locate, producer_bucket, spread
 from memtier.hudi.schema import conform, to_table
 from memtier.hudi.tablemeta import TableMeta
@@ -843,7 +843,7 @@ def _file_group_rows(
             return (("", keyless_bucket, None),)
         return tuple(spread(meta, table, [keyless_bucket]))
     if meta.config.buckets == 1 and not meta.config.partition_fields:
-        KeyColumns.of(table, meta.config.record_key_fields)
+        check_keys(table, meta.config.record_key_fields)
         return (("", 0, None),)
     return locate(meta, table, integer_keys=False).groups
 
