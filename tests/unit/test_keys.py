@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,9 @@ from memtier.errors import (
 )
 from memtier.hudi.keys import (
     DEFAULT_PARTITION,
+    KeyColumns,
     bucket_ids,
+    check_keys,
     partition_paths,
     record_keys,
 )
@@ -215,3 +218,28 @@ def test_bad_partition_values_are_refused() -> None:
         partition_paths(pa.table({"p": [1.5]}), ["p"], True)
     with pytest.raises(SchemaMismatchError, match="'q' is missing"):
         partition_paths(pa.table({"p": [1]}), ["q"], True)
+
+
+@pytest.mark.parametrize("table, fields", [
+    (pa.table({"id": pa.array([1, None], pa.int64())}), ["id"]),
+    (pa.table({"id": ["a", ""]}), ["id"]),
+    (pa.table({"id": pa.array(["a", ""], pa.large_string())}), ["id"]),
+    (pa.table({"id": [1.5, 2.5]}), ["id"]),
+    (pa.table({"id": [1, 2]}), ["key"]),
+    (pa.table({"id": [1, 2]}), []),
+    (pa.table({"a": [1, 2], "b": ["x", None]}), ["a", "b"]),
+])
+def test_checking_keys_refuses_what_making_them_refuses(table: pa.Table, fields: list[str]) -> None:
+    with pytest.raises(Exception) as made:
+        KeyColumns.of(table, fields)
+    with pytest.raises(type(made.value), match=re.escape(str(made.value))):
+        check_keys(table, fields)
+
+
+@pytest.mark.parametrize("table", [
+    pa.table({"id": pa.array([1, 0, -5], pa.int32())}), pa.table({"id": [True, False]}),
+    pa.table({"id": ["a", "b"]}), pa.table({"id": pa.array(["a", "b"]).dictionary_encode()}),
+])
+def test_checking_keys_passes_what_making_them_passes(table: pa.Table) -> None:
+    KeyColumns.of(table, ["id"])
+    check_keys(table, ["id"])
