@@ -9,18 +9,16 @@ import shutil
 import tempfile
 from unittest.mock import patch
 
-import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memtier.hudi import HudiTable
 from memtier.hudi.cache import SliceCache
 from memtier.hudi.reader import read_table
+from tests.support.histories import COLUMNS, VARIANT, commit, create
 from tests.support.hudirs import rows
-from tests.support.model import TableModel, project
+from tests.support.model import project
 
-SCHEMA = pa.schema([("k", pa.int64()), ("o", pa.int64()), ("part", pa.string()), ("v", pa.string())])
-COLUMNS = SCHEMA.names
 KEYS = 40
 
 KEY = st.integers(min_value=0, max_value=KEYS - 1)
@@ -29,14 +27,7 @@ OP = st.one_of(
     UPSERT.map(lambda r: ("upsert", r)),
     st.lists(KEY, min_size=1, max_size=8).map(lambda k: ("delete", k)),
 )
-VARIANT = st.sampled_from([
-    ("MERGE_ON_READ", "avro"), ("MERGE_ON_READ", "parquet"), ("COPY_ON_WRITE", "avro"),
-])
 PROBE = st.lists(st.integers(min_value=-2, max_value=KEYS + 1), min_size=1, max_size=6)
-
-
-def row(k: int, o: int, tag: str) -> dict:
-    return {"k": k, "o": o, "part": f"p{k % 3}", "v": tag}
 
 
 def by_key(table: HudiTable, cache: SliceCache, filters: list) -> list[tuple]:
@@ -47,27 +38,15 @@ def by_key(table: HudiTable, cache: SliceCache, filters: list) -> list[tuple]:
 @given(ops=st.lists(OP, min_size=1, max_size=5), variant=VARIANT,
        group_rows=st.integers(min_value=1, max_value=4), probes=st.lists(PROBE, min_size=5, max_size=5))
 def test_key_reads_equal_model(ops, variant, group_rows, probes) -> None:
-    table_type, block_format = variant
     root = tempfile.mkdtemp(prefix="memtier-keyprop-")
     cache = SliceCache()  # one reader process for the whole history: cached files reused
     try:
         with patch("memtier.hudi.parquetfile.ROW_GROUP_ROWS", group_rows):
-            table = HudiTable.create(
-                f"{root}/t", SCHEMA, record_key="k", ordering_field="o", partition_fields="part",
-                buckets=2, table_type=table_type, log_block_format=block_format,
-            )
-            model = TableModel(("k",), "o", ("part",), buckets=2, copy_on_write=table_type == "COPY_ON_WRITE")
-            for commit, (kind, payload) in enumerate(ops, start=1):
-                if kind == "upsert":
-                    batch = [row(k, o, f"c{commit}-r{i}") for i, (k, o) in enumerate(payload)]
-                    table.write(pa.Table.from_pylist(batch, schema=SCHEMA))
-                    model.upsert(commit, batch)
-                else:
-                    batch = [row(k, 0, "") for k in payload]
-                    table.write(pa.Table.from_pylist(batch, schema=SCHEMA), operation="delete")
-                    model.delete(commit, batch)
+            table, model = create(f"{root}/t", variant)
+            for number, op in enumerate(ops, start=1):
+                commit(table, model, number, op)
                 expected = project(model.rows(), COLUMNS)
-                probe = probes[commit - 1]  # keys given alone: every partition's slice is asked
+                probe = probes[number - 1]  # keys given alone: every partition's slice is asked
                 assert by_key(table, cache, [("k", "in", probe)]) == [r for r in expected if r[0] in probe]
             for k in range(-1, KEYS + 1):
                 assert by_key(table, cache, [("k", "=", k)]) == [r for r in expected if r[0] == k], k

@@ -7,16 +7,12 @@ from __future__ import annotations
 import shutil
 import tempfile
 
-import pyarrow as pa
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memtier.hudi import HudiTable
+from tests.support.histories import COLUMNS, VARIANT, commit, create
 from tests.support.hudirs import hudi_rs_read, rows
-from tests.support.model import TableModel, project
-
-SCHEMA = pa.schema([("k", pa.int64()), ("o", pa.int64()), ("part", pa.string()), ("v", pa.string())])
-COLUMNS = SCHEMA.names
+from tests.support.model import project
 
 KEY = st.integers(min_value=0, max_value=24)
 UPSERT = st.lists(st.tuples(KEY, st.integers(min_value=-1, max_value=4)), min_size=1, max_size=10)
@@ -24,14 +20,6 @@ OP = st.one_of(
     UPSERT.map(lambda r: ("upsert", r)),
     st.lists(KEY, min_size=1, max_size=5).map(lambda k: ("delete", k)),
 )
-VARIANT = st.sampled_from([
-    ("MERGE_ON_READ", "avro"), ("MERGE_ON_READ", "parquet"), ("COPY_ON_WRITE", "avro"),
-])
-
-
-def row(k: int, o: int, tag: str) -> dict:
-    return {"k": k, "o": o, "part": f"p{k % 3}", "v": tag}
-
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(OP, min_size=1, max_size=6), variant=VARIANT)
@@ -44,26 +32,12 @@ def row(k: int, o: int, tag: str) -> dict:
 @example(ops=[("upsert", [(0, 1)]), ("delete", [0]), ("upsert", [(0, 0)])], variant=("COPY_ON_WRITE", "avro"))
 @example(ops=[("upsert", [(3, 2)]), ("delete", [3]), ("upsert", [(3, -1)])], variant=("MERGE_ON_READ", "avro"))
 def test_readers_equal_model(ops, variant) -> None:
-    table_type, block_format = variant
     root = tempfile.mkdtemp(prefix="memtier-prop-")
     try:
         path = f"{root}/t"
-        table = HudiTable.create(
-            path, SCHEMA, record_key="k", ordering_field="o", partition_fields="part",
-            buckets=2, table_type=table_type, log_block_format=block_format,
-        )
-        model = TableModel(
-            ("k",), "o", ("part",), buckets=2, copy_on_write=table_type == "COPY_ON_WRITE"
-        )
-        for commit, (kind, payload) in enumerate(ops, start=1):
-            if kind == "upsert":
-                batch = [row(k, o, f"c{commit}-r{i}") for i, (k, o) in enumerate(payload)]
-                table.write(pa.Table.from_pylist(batch, schema=SCHEMA))
-                model.upsert(commit, batch)
-            else:
-                batch = [row(k, 0, "") for k in payload]
-                table.write(pa.Table.from_pylist(batch, schema=SCHEMA), operation="delete")
-                model.delete(commit, batch)
+        table, model = create(path, variant)
+        for number, op in enumerate(ops, start=1):
+            commit(table, model, number, op)
         expected = project(model.rows(), COLUMNS)
         assert rows(table.read(), COLUMNS) == expected
         assert rows(hudi_rs_read(path), COLUMNS) == expected
