@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +26,7 @@ from memtier.errors import WalWriteFailedError
 from memtier.hudi.deletes import DELETE_FLAG, flagged_schema
 from memtier.io import FileIO
 from memtier.master.state import TxnSnapshot
+from memtier.tableserver.keyindex import KeyIndex
 from memtier.wal import PendingAppend, WalHeader, WalStream, read_wal, write_block_file
 from memtier.wal.format import FramePayload, WalContents, frame_payload
 
@@ -108,6 +109,7 @@ class Block:
         self._files = files
         self._file: Future[None] | None = None  # the block file being written
         self._frames: list[Frame] | None = frames if frames is not None else []
+        self._index = KeyIndex(header.schema)  # key columns of the frames, built as reads ask
         self._txns = {f.txn_id for f in self._frames}
         self.rows = sum(f.batch.num_rows for f in self._frames)
         self.nbytes = sum(f.batch.nbytes for f in self._frames)
@@ -221,6 +223,7 @@ class Block:
         its own, or those of the writes whose last slices it held (:class:`Share`)."""
         with self._lock:
             frames, self._frames = self._frames, None
+            self._index = KeyIndex(self.header.schema)
         if frames is None:
             return 0
         shares = [f.share for f in frames if f.share is not None]
@@ -234,6 +237,21 @@ class Block:
         if frames is not None:
             return [f for f in frames if f.ack is None or f.ack.durable()]
         return _frames(read_wal(self._fileio, self.path))
+
+    def key_frames(self, pinned: Mapping[str, list[Any]]) -> list[tuple[Frame, np.ndarray]] | None:
+        """The durable frames holding a pinned value in every pinned column, each with
+        those rows (in order), found through the block's :class:`KeyIndex`; None when
+        the block is evicted or a value does not fit its column (use :meth:`frames`)."""
+        with self._lock:
+            frames = None if self._frames is None else list(self._frames)
+            index = self._index
+        if frames is None:
+            return None
+        hits = index.rows(frames, pinned)
+        if hits is None:
+            return None
+        return [(frames[i], rows) for i, rows in sorted(hits.items())
+                if frames[i].ack is None or frames[i].ack.durable()]
 
     def reload(self) -> int:
         """Bring an evicted block back into memory; returns the bytes it now holds."""

@@ -558,16 +558,17 @@ class TableServer:
                 if block.missing_from(as_of_instant)
             ]
         for key, block in missing:
-            for frame in block.frames():
+            for frame, rows in _frames_of_keys(block, pinned):
                 if snapshot is not None and not snapshot.visible(
                     frame.txn_id, committed_only=committed_only
                 ):
                     continue
-                if not all(frame.may_hold(c, v) for c, v in pinned.items()):
-                    continue
-                batches.append(frame.batch.select(names))
-                partitions.append((key.partition, frame.batch.num_rows))
-                file_ids.append((key.file_id, frame.batch.num_rows))
+                batch = frame.batch.select(names)
+                if rows is not None and len(rows) < batch.num_rows:
+                    batch = batch.take(pa.array(rows))
+                batches.append(batch)
+                partitions.append((key.partition, batch.num_rows))
+                file_ids.append((key.file_id, batch.num_rows))
         data = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
         data = data.append_column(PARTITION_COLUMN, _repeated(partitions)).append_column(
             FILE_ID_COLUMN, _repeated(file_ids)
@@ -861,6 +862,18 @@ def _by_file_group(
     ends = np.cumsum([len(rows) for _, _, rows in groups])
     return whole, [whole.slice(end - len(rows), len(rows))
                    for (_, _, rows), end in zip(groups, ends.tolist(), strict=True)]
+
+
+def _frames_of_keys(
+    block: Block, pinned: Mapping[str, list[Any]]
+) -> list[tuple[Frame, np.ndarray | None]]:
+    """The block's durable frames a read filtered on ``pinned`` key values needs, with
+    the rows holding them (None: the whole frame, to be filtered): through the block's
+    key index when it is in memory, else every frame whose key range may hold them."""
+    found = block.key_frames(pinned) if pinned else None
+    if found is not None:
+        return [(frame, rows) for frame, rows in found]
+    return [(f, None) for f in block.frames() if all(f.may_hold(c, v) for c, v in pinned.items())]
 
 
 def _repeated(runs: list[tuple[str, int]]) -> pa.DictionaryArray:
