@@ -54,6 +54,12 @@ def best_of(repeat: int, fn: Callable[[], Any]) -> tuple[float, list[float]]:
     return statistics.median(times), times
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def report(name: str, header: list[str], rows: list[list[Any]], extra: dict[str, Any]) -> Path:
     """Print an aligned table and write ``bench/results/<name>.json``."""
     print_table(header, rows)

@@ -4,7 +4,7 @@ connectors read of a merge-on-read table) is under the default table-service pol
 
     .venv/bin/python -m bench.compaction [--rows 2000000] [--buckets 4] [--update-fraction 0.1]
         [--log-files 2] [--repeat 3] [--staleness-seconds 120] [--warmup 20] [--rate 20000]
-        [--peak-seconds 10] [--peak-compact-rows 4000000] [--service-cpus auto]
+        [--peak-seconds 10] [--peak-compact-rows 4000000] [--peak-rounds 3] [--service-cpus auto]
 
 1. compaction: a table of ``--rows`` rows in ``--buckets`` file groups (base files), then
    ``--update-fraction`` of its keys updated in ``--log-files`` deltacommits (Avro log
@@ -22,15 +22,18 @@ connectors read of a merge-on-read table) is under the default table-service pol
    Samples from the first ``--warmup`` seconds are dropped.
 3. peak ingest with and without a compaction: in the same cluster, 4 client threads write
    10,000-row batches of fresh keys as fast as they are acknowledged for ``--peak-seconds``
-   into a new table, three times (after a warm-up): alone, while the pool compacts a table of
-   ``--peak-compact-rows`` rows (10% of them updated in its logs), alone again. Ratio = the
-   rate during the compaction over the mean of the two alone. Every run starts once the
-   runs before are flushed (no backlog carried over), and the policy compacts none of these
-   tables on its own, so the pool runs only the compaction under test. Then the same 4 threads
-   paced together at half that mean, alone and during a second compaction of the table
-   (10% updated again), flushes running: acknowledgement times p50/p99. Every run on the
-   same placement (``--service-cpus``: the pool's and the flush worker's CPUs; the
-   table server gets the others; ``none``: no pinning).
+   into a new table (after a warm-up): alone, then ``--peak-rounds`` times while the pool
+   compacts a table of ``--peak-compact-rows`` rows (10% of its rows updated in its logs
+   again before each) followed by alone again. Ratio of a round = the rate during the
+   compaction over the mean of the alone runs either side; the median is reported. Every
+   run starts once the runs before are flushed (no backlog carried over), and the policy
+   compacts none of these tables on its own, so the pool runs only the compaction under
+   test. Then the same 4 threads paced together at half the median alone rate, alone and
+   during another compaction, flushes running: acknowledgement times p50/p99. For every
+   window, the cores each process kept busy on average (CPU seconds / wall seconds): the
+   table server, its flush worker, the pool's actor and this process (the clients). Every
+   run on the same placement (``--service-cpus``: the pool's and the flush worker's CPUs;
+   the table server gets the others; ``none``: no pinning).
 
 Prints the three tables; writes bench/results/compaction.json.
 """
@@ -55,7 +58,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.batches import percentiles_ms
-from bench.common import BENCH_SCHEMA, bench_table, print_table, report
+from bench.common import BENCH_SCHEMA, bench_table, cpu_seconds, print_table, report
 from memtier.client import wait_for_task
 from memtier.compaction.compact import CompactionPolicy, compact, compaction_metadata, plan_compaction
 from memtier.hudi import HudiTable
@@ -266,9 +269,27 @@ def _while_compacting(client: Any, table: str, run: Any) -> tuple[Any, dict[str,
                     "seconds_after_window_start": round(time.monotonic() - started, 1)}
 
 
+class CpuMeter:
+    """CPU seconds each process of the cluster (and this one, the clients) used in a window."""
+
+    def __init__(self, cluster: Any) -> None:
+        pids = cluster.pids()
+        self.pids = {"table server": pids["ts-0"], "pool": pids["svc-0"], "clients": os.getpid()}
+        self.cluster = cluster
+
+    def measure(self, run: Any) -> tuple[Any, dict[str, float]]:
+        pids = {**self.pids, "flush worker": self.cluster.flush_worker_pid("ts-0")}
+        before = {name: cpu_seconds(pid) for name, pid in pids.items() if pid is not None}
+        start = time.monotonic()
+        result = run()
+        wall = time.monotonic() - start
+        return result, {name: round((cpu_seconds(pids[name]) - used) / wall, 2) for name, used in before.items()}
+
+
 def peak(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """Peak ingest alone, during a compaction, alone again; then the same 4 threads paced at
-    half the peak rate alone, and during another compaction: acknowledgement times."""
+    """Peak ingest alone and during a compaction, alternated for ``--peak-rounds``; then the
+    same 4 threads paced at half the peak rate alone, and during another compaction:
+    acknowledgement times. Each window's CPU use per process (cores busy on average)."""
     client = cluster.client()
     client.create_table("big", BENCH_SCHEMA, record_key="key", ordering_field="ts", buckets=2)
     client.set_services("big", MANUAL_COMPACTION)
@@ -276,31 +297,41 @@ def peak(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     for start in range(0, rows, 200_000):
         client.write("big", bench_table(min(200_000, rows - start), keys=np.arange(start, min(rows, start + 200_000))))
     client.flush("big")
-    _updates(client, "big", rows, 20)
     seconds = args.peak_seconds
+    meter = CpuMeter(cluster)
+    windows: list[dict[str, Any]] = []
 
-    def run(name: str, rate: float | None = None) -> dict[str, Any]:
-        _settle(client)
-        return _ingest(cluster, name, seconds, rate=rate)
+    def window(when: str, round_: int, rate: float | None = None) -> dict[str, Any]:
+        """One ingest window; alone, or once the pool compacts ``big`` (10% updated again)."""
+        name = f"{when.replace(' ', '_')}_{round_}_{'paced' if rate else 'peak'}"
+        if when == "alone":
+            _settle(client)
+            result, cpu = meter.measure(lambda: _ingest(cluster, name, seconds, rate=rate))
+            compaction = None
+        else:
+            _updates(client, "big", rows, 20 + 10 * round_)
+            _settle(client)
+            (result, cpu), compaction = _while_compacting(
+                client, "big", lambda: meter.measure(lambda: _ingest(cluster, name, seconds, rate=rate)))
+        windows.append({"when": when, "round": round_, "paced": rate is not None,
+                        "rows_per_s": round(result["rows_per_s"]), "writes": len(result["acks"]),
+                        **percentiles_ms("ack", result["acks"]), "ack_max_ms": round(max(result["acks"]) * 1000, 2),
+                        "cores_busy": cpu, "compaction": compaction})
+        return windows[-1]
 
     _ingest(cluster, "peak_warmup", min(2.0, seconds))  # connections, first WAL files
-    alone = run("peak_alone_1")["rows_per_s"]
-    _settle(client)
-    during, first = _while_compacting(client, "big", lambda: _ingest(cluster, "peak_compacting", seconds))
-    again = run("peak_alone_2")["rows_per_s"]
-    base = (alone + again) / 2
-    _updates(client, "big", rows, 30)
-    paced_alone = run("paced_alone", rate=base / 2)
-    _settle(client)
-    paced, second = _while_compacting(client, "big", lambda: _ingest(cluster, "paced_compacting", seconds,
-                                                                     rate=base / 2))
-    return {"seconds": seconds, "compact_rows": rows, "alone_rows_per_s": [round(alone), round(again)],
-            "compacting_rows_per_s": round(during["rows_per_s"]), "ratio": round(during["rows_per_s"] / base, 2),
-            "compaction": first, "paced_target_rows_per_s": round(base / 2),
-            "paced": [{"when": when, "rows_per_s": round(r["rows_per_s"]), "writes": len(r["acks"]),
-                       **percentiles_ms("ack", r["acks"]), "ack_max_ms": round(max(r["acks"]) * 1000, 2)}
-                      for when, r in (("alone", paced_alone), ("during compaction", paced))],
-            "paced_compaction": second}
+    alone = [window("alone", 0)["rows_per_s"]]
+    ratios = []
+    for round_ in range(1, args.peak_rounds + 1):
+        during = window("during compaction", round_)["rows_per_s"]
+        alone.append(window("alone", round_)["rows_per_s"])
+        ratios.append(during / ((alone[-2] + alone[-1]) / 2))
+    rate = statistics.median(alone) / 2
+    window("alone", args.peak_rounds + 1, rate)
+    window("during compaction", args.peak_rounds + 1, rate)
+    return {"seconds": seconds, "compact_rows": rows, "rounds": args.peak_rounds,
+            "ratios": [round(r, 2) for r in ratios], "ratio": round(statistics.median(ratios), 2),
+            "paced_target_rows_per_s": round(rate), "windows": windows}
 
 
 def placed(cluster: Any) -> dict[str, str | None]:
@@ -323,6 +354,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=20_000, help="rows/s the staleness run writes")
     parser.add_argument("--peak-seconds", type=float, default=10.0, help="0: skip the peak-ingest runs")
     parser.add_argument("--peak-compact-rows", type=int, default=4_000_000)
+    parser.add_argument("--peak-rounds", type=int, default=3, help="alone / during-compaction pairs")
     parser.add_argument("--service-cpus", default="auto",
                         help="cluster.service-cpus of the cluster runs (table servers get the other CPUs)")
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
@@ -350,18 +382,15 @@ def main() -> None:
                       stale["p50_s"], stale["p99_s"], stale["max_s"], stale["compactions"]]])
         print()
     if peaks is not None:
-        print_table(["peak ingest, 4 threads", "alone rows/s", "during compaction rows/s", "alone again rows/s",
-                     "ratio", "compaction ran the whole window"],
-                    [[f"{peaks['seconds']:g} s each", peaks["alone_rows_per_s"][0], peaks["compacting_rows_per_s"],
-                      peaks["alone_rows_per_s"][1], peaks["ratio"], peaks["compaction"]["ran_whole_window"]]])
-        print()
-        print_table(["4 threads at half the peak rate", "target rows/s", "rows/s", "writes", "ack p50 ms",
-                     "ack p99 ms", "ack max ms"],
-                    [[p["when"], peaks["paced_target_rows_per_s"], p["rows_per_s"], p["writes"], p["ack_p50_ms"],
-                      p["ack_p99_ms"], p["ack_max_ms"]] for p in peaks["paced"]])
-        print(f"the second compaction ran the whole paced window: {peaks['paced_compaction']['ran_whole_window']}; "
-              f"placement: {placement}")
-        print()
+        users = ["table server", "flush worker", "pool", "clients"]
+        print_table(["4 threads", "round", "rows/s", "ack p50 ms", "ack p99 ms", "ack max ms",
+                     *(f"{u} cores" for u in users), "compaction ran the whole window"],
+                    [[("paced " if w["paced"] else "peak ") + w["when"], w["round"], w["rows_per_s"],
+                      w["ack_p50_ms"], w["ack_p99_ms"], w["ack_max_ms"], *(w["cores_busy"].get(u, "-") for u in users),
+                      w["compaction"]["ran_whole_window"] if w["compaction"] else "-"] for w in peaks["windows"]])
+        print(f"\npeak during compaction / mean of the alone runs around it: {peaks['ratios']}, "
+              f"median {peaks['ratio']}; paced at {peaks['paced_target_rows_per_s']:,} rows/s (half the median "
+              f"alone); {peaks['seconds']:g} s windows; placement: {placement}\n")
     print(f"{args.rows:,} rows in {args.buckets} file groups, {args.update_fraction:.0%} of them updated "
           f"in {args.log_files} log files; load average before {load[0]:.2f}\n")
     report("compaction", ["what", "rows", "seconds", "rows/s", "ratio to baseline"],

@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import BENCH_SCHEMA, bench_table, print_table, report
+from bench.common import BENCH_SCHEMA, bench_table, cpu_seconds, print_table, report
 from memtier.client import Client
 from memtier.config import FlushWorker, TableServerConfig
 from memtier.io import join
@@ -71,7 +71,7 @@ def run(root: Path, mode: FlushWorker, args: argparse.Namespace) -> dict[str, An
 
     flusher = threading.Thread(target=flush)
     worker = servers["ts-0"].flusher.pid
-    worker_cpu = _cpu_seconds(worker) if worker is not None else 0.0  # its start-up is not counted
+    worker_cpu = cpu_seconds(worker) if worker is not None else 0.0  # its start-up is not counted
     cpu = time.process_time()
     flusher.start()
     due = time.perf_counter()
@@ -89,7 +89,7 @@ def run(root: Path, mode: FlushWorker, args: argparse.Namespace) -> dict[str, An
     done.set()
     flusher.join()
     cpu = time.process_time() - cpu
-    worker_cpu = _cpu_seconds(worker) - worker_cpu if worker is not None else 0.0
+    worker_cpu = cpu_seconds(worker) - worker_cpu if worker is not None else 0.0
     for server in servers.values():
         server.close()
     ms = np.asarray(acks) * 1000
@@ -98,12 +98,6 @@ def run(root: Path, mode: FlushWorker, args: argparse.Namespace) -> dict[str, An
             "late_max_ms": round(late * 1000, 1), "flushes": len(flushes),
             "flush_mean_s": round(statistics.mean(flushes), 3) if flushes else None,
             "server_cpu_s": round(cpu, 2), "worker_cpu_s": round(worker_cpu, 2)}
-
-
-def _cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) a live process has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:

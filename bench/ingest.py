@@ -70,7 +70,7 @@ from bench.ceiling import (
     median_run,
     scratch_dir,
 )
-from bench.common import print_table, report
+from bench.common import cpu_seconds, print_table, report
 from bench.freshness import Reader, phase
 from bench.peers_report import peer_results
 from memtier.cluster import LocalCluster, start, start_local
@@ -89,12 +89,6 @@ NO_POOL = {"services.workers": "0"}
 #: whole paced run in memory).
 FLUSH_DEFERRED = {"tableserver.block-max-age": "1h", "tableserver.flush-interval": "1h",
                   "tableserver.memory-budget": "4GB"}
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_ticks() -> tuple[int, int]:

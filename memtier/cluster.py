@@ -34,10 +34,10 @@ from memtier.io import join
 from memtier.master.master import Master
 from memtier.master.service import MasterProxy, MasterService
 from memtier.metrics import master_metrics, serve_metrics, table_server_metrics
-from memtier.placement import available, describe, pin, server_cpus, service_cpus
+from memtier.placement import available, background, describe, pin, server_cpus, service_cpus
 from memtier.rpc import RpcServer
-from memtier.tableserver.memory import PROCESS_ENV, return_freed_memory
 from memtier.tableserver.flusher import ProcessFlusher
+from memtier.tableserver.memory import PROCESS_ENV, return_freed_memory
 from memtier.tableserver.server import TableServer
 from memtier.tableserver.service import TableServerProxy, TableServerService
 
@@ -49,8 +49,6 @@ NAMESPACE = "memtier"
 MASTER_NAME = "memtier-master"
 #: How often an idle table-service actor asks the master for work.
 _SERVICE_POLL_S = 0.5
-#: How much lower than the table servers the pool's processes are scheduled (nice(2)).
-_POOL_NICENESS = 10
 
 
 def _import_ray() -> Any:
@@ -193,11 +191,11 @@ class TableServiceShell:
     """A table-service actor: a :class:`ServiceWorker` taking compactions, clusterings
     and cleans from the master. Ray's CPU reservation is bookkeeping, not isolation: the
     process is pinned to ``cluster.service-cpus`` (away from the table servers), and runs
-    at a lower scheduling priority so that write acknowledgements win any core they share
-    (the table servers' flush workers, clients, or no pinning)."""
+    only on CPU time no other process wants (``SCHED_IDLE``), so write acknowledgements,
+    flushes and clients win any core they share with it."""
 
     def __init__(self, worker_id: str, master_location: str, cluster: Mapping[str, str]) -> None:
-        os.nice(_POOL_NICENESS)
+        background()
         config = load(ClusterConfig, cluster)
         self.cpus = pin(service_cpus(config.service_cpus, available()))
         self.worker = ServiceWorker(worker_id, MasterProxy(master_location, token=config.token),
@@ -255,6 +253,11 @@ class LocalCluster:
         for name, actor in {**self.table_servers, **self.table_services}.items():
             pids[name] = ray.get(actor.pid.remote())
         return pids
+
+    def flush_worker_pid(self, server: str) -> int | None:
+        """Process id of table server ``server``'s flush worker (None before its first
+        flush, or when it flushes inline)."""
+        return _import_ray().get(self.table_servers[server].flush_worker_pid.remote())
 
     def shutdown(self) -> None:
         """Stop the actors (and the Ray runtime, if this cluster started it)."""

@@ -15,7 +15,7 @@ import logging
 import os
 from dataclasses import dataclass
 
-__all__ = ["CpuSet", "available", "describe", "parse_cpus", "pin", "server_cpus", "service_cpus"]
+__all__ = ["CpuSet", "available", "background", "describe", "parse_cpus", "pin", "server_cpus", "service_cpus"]
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,23 @@ def pin(cpus: frozenset[int] | None, pid: int = 0) -> frozenset[int]:
     if cpus is not None:
         os.sched_setaffinity(pid, cpus)
     return frozenset(os.sched_getaffinity(pid))
+
+
+def background() -> str:
+    """Schedule every thread of this process, and those it starts later, only on CPU time
+    no other process wants (``SCHED_IDLE``; nice 19 where the kernel lacks it), so table
+    services never take a core from a table server, a flush worker or a client. The policy
+    set, as ``ps`` names it."""
+    policy, name = (os.SCHED_IDLE, "idle") if hasattr(os, "SCHED_IDLE") else (None, "nice 19")
+    for task in os.listdir("/proc/self/task"):
+        try:
+            if policy is None:
+                os.setpriority(os.PRIO_PROCESS, int(task), 19)
+            else:
+                os.sched_setscheduler(int(task), policy, os.sched_param(0))
+        except ProcessLookupError:  # the thread ended meanwhile
+            continue
+    return name
 
 
 def describe(cpus: frozenset[int]) -> str:

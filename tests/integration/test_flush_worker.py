@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from datetime import timedelta
 from collections.abc import Iterator
+from datetime import timedelta
 
 import numpy as np
 import pyarrow as pa

@@ -42,7 +42,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 def _worker_pid(cluster: object) -> int | None:
-    return ray.get(cluster.table_servers["ts-0"].flush_worker_pid.remote())  # type: ignore[attr-defined]
+    return cluster.flush_worker_pid("ts-0")  # type: ignore[attr-defined]
 
 
 def _parent(pid: int) -> int:

@@ -100,7 +100,7 @@ def test_the_pool_and_flush_workers_run_on_one_core_and_table_servers_on_the_oth
     assert _cpus_allowed(pids["svc-0"]) == "1"
     for name in (f"ts-{i}" for i in range(SERVERS)):
         assert _cpus_allowed(pids[name]) == "0", name
-        worker = ray.get(cluster.table_servers[name].flush_worker_pid.remote())  # type: ignore[attr-defined]
+        worker = cluster.flush_worker_pid(name)  # type: ignore[attr-defined]
         assert worker is not None and _cpus_allowed(worker) == "1", name
     wait_until(lambda: all(s.get("flush_cpus") for s in client.status()["servers"].values()),
                "the servers to report their flush workers' CPUs")

@@ -147,14 +147,13 @@ def test_the_pool_compacts_while_a_stream_writes_into_the_same_file_groups_and_l
     assert sorted(zip(*(files.column(c).to_pylist() for c in ("id", "ts")), strict=True)) == expected
 
 
-def _nice_values(pid: int) -> set[int]:
-    """The scheduling niceness of every thread of a process."""
-    values = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        values.add(int((task / "stat").read_text().rsplit(")", 1)[1].split()[16]))
-    return values
+def _policies(pid: int) -> set[int]:
+    """The scheduling policy of every thread of a process."""
+    return {os.sched_getscheduler(int(task.name)) for task in Path(f"/proc/{pid}/task").iterdir()}
 
 
-def test_pool_actors_run_at_a_lower_priority_than_table_servers(cluster) -> None:
+def test_pool_actors_run_only_on_cpu_time_nobody_else_wants(cluster) -> None:
     pids = cluster.pids()
-    assert max(_nice_values(pids["svc-0"])) > max(_nice_values(pids["ts-0"]))
+    assert _policies(pids["svc-0"]) == {os.SCHED_IDLE}
+    assert os.SCHED_IDLE not in _policies(pids["ts-0"])
+    assert os.SCHED_IDLE not in _policies(os.getpid())  # clients keep theirs
