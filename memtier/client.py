@@ -37,7 +37,7 @@ from memtier.hudi.avro import META_FIELDS
 from memtier.hudi.cache import SliceCache
 from memtier.hudi.deletes import DELETE_FLAG, prepare_write
 from memtier.hudi.filters import Filter, key_buckets, key_filters, validate
-from memtier.hudi.keys import KeyColumns
+from memtier.hudi.keys import KeyColumns, bucket_ids
 from memtier.hudi.merge import LogEntry
 from memtier.hudi.reader import read_columns, read_instants, read_table
 from memtier.hudi.routing import producer_bucket
@@ -293,7 +293,7 @@ class Client:
             table, route.schema, key_fields=route.record_key, partition_fields=route.partition_fields,
             ordering_field=route.ordering_field,
         )
-        buckets = KeyColumns.of(table, route.record_key).bucket_ids(route.buckets)
+        buckets = bucket_ids(table, route.record_key, route.buckets)
         servers = np.array([route.routing.get(b, "") for b in range(route.buckets)], dtype=object)
         per_row = servers[buckets]
         return {s: table.filter(pa.array(per_row == s)) for s in sorted(set(per_row))}

@@ -290,8 +290,67 @@ def _parsed_apart(values: list[pa.Array]) -> np.ndarray:
 
 
 def bucket_ids(table: pa.Table, key_fields: Sequence[str], num_buckets: int) -> np.ndarray:
-    """The Hudi bucket index bucket (int32) of every row."""
+    """The Hudi bucket index bucket (int32) of every row; a single integer key column is
+    hashed as its decimal strings would be, without making them."""
+    if len(key_fields) == 1:
+        column = _checked_column(table, key_fields[0])
+        if pat.is_integer(column.type):
+            if num_buckets <= 0:
+                raise InvalidArgumentError(f"the number of buckets must be positive, got {num_buckets}")
+            h = np.uint32(31) + _integer_hashes(column.to_numpy())  # List.hashCode of one value
+            return ((h & np.uint32(0x7FFFFFFF)) % np.uint32(num_buckets)).astype(np.int32)
     return KeyColumns.of(table, key_fields).bucket_ids(num_buckets)
+
+
+def _digit_tables() -> tuple[np.ndarray, np.ndarray]:
+    """For 0..9999: the Java hashes of the value unpadded then zero-padded to 4 digits
+    (one table, padded ones at 10,000 + value), and the unpadded lengths."""
+    hashes = np.zeros(20_000, np.uint32)
+    length = np.zeros(10_000, np.int64)
+    for value in range(10_000):
+        hashes[value] = _java_hash(str(value))
+        hashes[10_000 + value] = _java_hash(f"{value:04d}")
+        length[value] = len(str(value))
+    return hashes, length
+
+
+_DIGITS = _digit_tables()
+#: 31**i modulo 2**32 for the at most 20 characters of an int64 in decimal.
+_POWERS_31 = np.cumprod(np.r_[1, np.full(20, 31)].astype(np.uint32), dtype=np.uint32)
+
+
+def _integer_hashes(values: np.ndarray) -> np.ndarray:
+    """Java String.hashCode (uint32) of each integer's decimal string, four digits at a
+    time from the right: hash(prefix + suffix) = hash(prefix) * 31**len(suffix) +
+    hash(suffix)."""
+    table, length = _DIGITS
+    values = values.astype(np.int64, copy=False)
+    rest = np.abs(values)  # int64's minimum stays negative: hashed on its own below
+    hashes = np.zeros(len(values), np.uint32)
+    done = np.zeros(len(values), np.int64)  # characters hashed so far
+    rows: np.ndarray | None = None  # rows still holding digits (None: all of them)
+    while True:
+        chunk = rest % 10_000
+        rest //= 10_000
+        more = rest > 0
+        part = table[chunk + 10_000 * more] * _POWERS_31[done if rows is None else done[rows]]
+        width = np.where(more, 4, length[chunk])
+        if rows is None:
+            hashes += part
+            done += width
+        else:
+            hashes[rows] += part
+            done[rows] += width
+        if not more.any():
+            break
+        if not more.all():
+            rows = np.flatnonzero(more) if rows is None else rows[more]
+            rest = rest[more]
+    minus = np.flatnonzero(values < 0)
+    hashes[minus] += np.uint32(ord("-")) * _POWERS_31[done[minus]]
+    for row in np.flatnonzero(values == np.iinfo(np.int64).min):
+        hashes[row] = _java_hash(str(values[row]))
+    return hashes
 
 
 # ---------------------------------------------------------------------------------------

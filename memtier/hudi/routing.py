@@ -14,11 +14,11 @@ import pyarrow.compute as pc
 from memtier.errors import InvalidArgumentError
 from memtier.hudi.filegroup import FileGroupChange
 from memtier.hudi.filenames import bucket_file_id
-from memtier.hudi.keys import KeyColumns, partition_paths
+from memtier.hudi.keys import KeyColumns, bucket_ids, partition_paths
 from memtier.hudi.merge import latest_per_key
 from memtier.hudi.tablemeta import TableMeta
 
-__all__ = ["Located", "all_unique", "keep_latest", "locate", "producer_bucket", "route", "spread"]
+__all__ = ["Located", "all_unique", "file_groups", "keep_latest", "locate", "producer_bucket", "route", "spread"]
 
 
 def _partition_codes(meta: TableMeta, table: pa.Table) -> tuple[np.ndarray, list[str]]:
@@ -75,19 +75,33 @@ def locate(meta: TableMeta, table: pa.Table, *, integer_keys: bool = True) -> Lo
     """Record keys, partition paths and buckets of ``table`` (physical columns), grouped."""
     buckets = meta.require_bucket_index()
     key_columns = KeyColumns.of(table, meta.config.record_key_fields)
+    groups = _grouped(meta, table, key_columns.bucket_ids(buckets), buckets)
+    integer_key = meta.integer_key if integer_keys else None
+    values = table.column(integer_key).to_numpy() if integer_key else None
+    return Located(key_columns.record_keys(), values, groups)
+
+
+def file_groups(meta: TableMeta, table: pa.Table) -> tuple[tuple[str, int, np.ndarray], ...]:
+    """(partition, bucket, row indices) of each file group ``table`` (physical columns)
+    touches, as :func:`locate` groups them, without making the record keys' strings."""
+    buckets = meta.require_bucket_index()
+    return _grouped(meta, table, bucket_ids(table, meta.config.record_key_fields, buckets), buckets)
+
+
+def _grouped(
+    meta: TableMeta, table: pa.Table, row_buckets: np.ndarray, buckets: int
+) -> tuple[tuple[str, int, np.ndarray], ...]:
+    """The rows of each (partition, bucket) of ``buckets``, in order, given each row's bucket."""
     codes, partitions = _partition_codes(meta, table)
-    group = _small_codes(codes * buckets + key_columns.bucket_ids(buckets).astype(np.int64))
+    group = _small_codes(codes * buckets + row_buckets.astype(np.int64))
     order = np.argsort(group, kind="stable")
     sorted_groups = group[order]
     starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
     ends = np.r_[starts[1:], len(order)]
-    groups = tuple(
+    return tuple(
         (partitions[int(sorted_groups[a]) // buckets], int(sorted_groups[a]) % buckets, order[a:b])
         for a, b in zip(starts, ends, strict=True)
     )
-    integer_key = meta.integer_key if integer_keys else None
-    values = table.column(integer_key).to_numpy() if integer_key else None
-    return Located(key_columns.record_keys(), values, groups)
 
 
 def producer_bucket(producer_id: bytes, sequence: int, buckets: int) -> int:

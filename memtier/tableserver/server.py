@@ -35,7 +35,7 @@ from memtier.hudi.filters import Filter, pinned_values, validate
 from memtier.hudi.fsview import FileSystemView, pending_clustering
 from memtier.hudi.keyread import KeyFilter
 from memtier.hudi.keys import check_keys
-from memtier.hudi.routing import locate, producer_bucket, spread
+from memtier.hudi.routing import file_groups, producer_bucket, spread
 from memtier.hudi.schema import conform, to_table
 from memtier.hudi.tablemeta import TableMeta
 from memtier.io import FileIO, join, open_fileio, parent, relpath
@@ -846,7 +846,7 @@ def _file_group_rows(
     if meta.config.buckets == 1 and not meta.config.partition_fields:
         check_keys(table, meta.config.record_key_fields)
         return (("", 0, None),)
-    return locate(meta, table, integer_keys=False).groups
+    return file_groups(meta, table)
 
 
 def _by_file_group(

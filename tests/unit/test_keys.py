@@ -145,6 +145,23 @@ def test_buckets_of_ascii_unicode_and_integer_keys() -> None:
     assert bucket_ids(numbers, ["n"], 8).dtype == np.int32
 
 
+@pytest.mark.parametrize("dtype", [pa.int8(), pa.int16(), pa.int32(), pa.int64()])
+def test_integer_keys_hash_as_their_decimal_strings(dtype: pa.DataType) -> None:
+    """Integer keys are hashed without making their strings: the same buckets."""
+    info = np.iinfo(dtype.to_pandas_dtype())
+    rng = np.random.default_rng(7)
+    edges = [info.min, info.min + 1, info.max, 0, -1, 1]
+    edges += [s * 10**k + d for k in range(1, 19) for d in (-1, 0) for s in (1, -1)]
+    values = np.r_[rng.integers(info.min, info.max, 2000, dtype=np.int64, endpoint=True), edges]
+    values = values[(values >= info.min) & (values <= info.max)]
+    table = pa.table({"n": pa.array(values, dtype)})
+    for buckets in (1, 16, 1_000_003):
+        assert bucket_ids(table, ["n"], buckets).tolist() == [
+            java_bucket([str(v)], buckets) for v in values.tolist()
+        ]
+    assert bucket_ids(table, ["n"], 16).tolist() == KeyColumns.of(table, ["n"]).bucket_ids(16).tolist()
+
+
 def test_complex_key_buckets_hash_the_values_hudi_parses_back() -> None:
     table = pa.table({"a": ["x", "", "p"], "b": pa.array([1, 2, 3], pa.int32())})
     assert bucket_ids(table, ["a", "b"], 50).tolist() == [
