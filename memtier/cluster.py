@@ -30,6 +30,7 @@ from memtier.client import Client
 from memtier.compaction.worker import ServiceWorker
 from memtier.config import CatalogConfig, ClusterConfig, ServicesConfig, TableServerConfig, WalConfig, load
 from memtier.errors import InvalidArgumentError, MemtierError, RpcError
+from memtier.gcpauses import freeze_startup, watch_pauses
 from memtier.io import join
 from memtier.master.master import Master
 from memtier.master.service import MasterProxy, MasterService
@@ -156,6 +157,8 @@ class TableServerShell:
         interval = config.heartbeat_interval.total_seconds()
         self._heartbeats = _Periodic("memtier-ts-heartbeat", interval, self._heartbeat)
         self._maintenance = _Periodic("memtier-ts-maintain", interval, self.server.maintain)
+        freeze_startup()  # what startup made lives as long as the process: no full GC walks it
+        watch_pauses(self.server.gc_pauses)
 
     def _register(self) -> None:
         config = self.server.config

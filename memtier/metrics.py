@@ -24,6 +24,7 @@ _HISTOGRAMS = {  # latency name -> (metric, help)
     "ack": ("memtier_ack_seconds", "time from a write reaching the table server to its acknowledgement"),
     "wal_sync": ("memtier_wal_sync_seconds", "one durable WAL sync (a group commit)"),
     "flush": ("memtier_flush_seconds", "one flush commit (encoding, files, deltacommit)"),
+    "gc": ("memtier_gc_pause_seconds", "one garbage collection of the table server's Python process"),
 }
 
 

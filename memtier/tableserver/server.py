@@ -167,6 +167,7 @@ class TableServer:
         self.memory = MemoryAccount(self.config.memory_budget)
         self.write_latency = LatencyWindow()
         self.flush_latency = LatencyWindow()  # each flush commit, encoding and files included
+        self.gc_pauses = LatencyWindow()  # the process's garbage collections, when watched
         self.metrics_url: str | None = None  # where the process serves /metrics, if it does
         self._snapshot = TxnSnapshot(1)
         self._files = ThreadPoolExecutor(1, thread_name_prefix="memtier-blockfile")
@@ -796,6 +797,7 @@ class TableServer:
             "writes": self.write_latency.summary(),
             "wal_syncs": self._committer.sync_latency.summary(),
             "flushes": self.flush_latency.summary(),
+            "gc_pauses": self.gc_pauses.summary(),
             "metrics_url": self.metrics_url,
             "tables": report,
         }
@@ -803,7 +805,7 @@ class TableServer:
     def latencies(self) -> dict[str, LatencyWindow]:
         """The durations this server measures, by what they time."""
         return {"ack": self.write_latency, "wal_sync": self._committer.sync_latency,
-                "flush": self.flush_latency}
+                "flush": self.flush_latency, "gc": self.gc_pauses}
 
     def bucket_memory(self) -> dict[tuple[str, int], int]:
         """Bytes held per (table, bucket): what the master balances on."""

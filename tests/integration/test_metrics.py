@@ -80,3 +80,4 @@ def test_a_ray_cluster_serves_metrics_for_every_component(tmp_path: Path) -> Non
         server = status["servers"]["ts-0"]
         samples = scrape(server["metrics_url"])
         assert samples[("memtier_rows_acknowledged_total", (("server", "ts-0"), ("table", "t")))] == 2
+        assert ("memtier_gc_pause_seconds_count", (("server", "ts-0"),)) in samples  # watched
