@@ -15,6 +15,9 @@ import gc
 import time
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from memtier.latency import LatencyWindow
 
 __all__ = ["freeze_startup", "watch_pauses"]
@@ -34,6 +37,10 @@ def watch_pauses(pauses: LatencyWindow) -> None:
 
 
 def freeze_startup() -> None:
-    """Collect once, then keep every object alive now out of later collections."""
+    """Load what pyarrow imports only on first use (pandas, at the first ``pa.array`` of a
+    numpy array: otherwise during the first write, whose acknowledgement it delayed by
+    ~0.7 s, and after the freeze), collect once, then keep every object alive now out of
+    later collections."""
+    pa.array(np.zeros(1, dtype=bool))
     gc.collect()
     gc.freeze()
