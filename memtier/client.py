@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
@@ -203,6 +203,7 @@ class Client:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(4, thread_name_prefix="memtier-client")
         self._files = SliceCache()  # decoded Hudi files, reused while they do not change
+        self._points: dict[str, dict[str, Any]] = {}  # each table's last read point (see _read_once)
 
     # == catalog =========================================================================
     def create_table(
@@ -476,9 +477,28 @@ class Client:
         return _retrying(f"read of {request.name}", lambda: self._read_once(checked))
 
     def _read_once(self, r: ReadRequest) -> pa.Table:
-        plan = self.master.read_plan(r.name, r.as_of)
+        """One read: the master's plan, the table servers' unflushed rows and the files.
+
+        A read of memory (``latest``/``committed``) asks the table servers at the read
+        point of the previous plan of the table while the master plans this one, and
+        keeps their rows only if the new plan has the same point (instant, transactions,
+        routing); otherwise it asks them again at the new point. Either way the rows
+        are those the servers hold beyond the plan's instant (a server keeps flushed
+        blocks listed for readers that planned before the flush), so no row is missed or
+        read twice, and a write acknowledged before the read began is in it."""
+        previous = self._points.get(r.name) if r.mode in ("latest", "committed") and r.as_of is None else None
+        planning = self._pool.submit(self.master.read_plan, r.name, r.as_of)
+        try:
+            early = None
+            if previous is not None:
+                with suppress(NotOwnerError, RpcError):  # asked again below
+                    early = self._memory(r, previous, self._buckets(r, previous))
+        finally:
+            plan = planning.result()
         try:  # the lease keeps cleaning off the file slices this read opens
-            return self._read_planned(r, plan, self._buckets(r, plan))
+            self._points[r.name] = _point(plan)
+            memory = early if previous is not None and previous == _point(plan) else None
+            return self._read_planned(r, plan, self._buckets(r, plan), memory)
         finally:
             if plan.get("lease") is not None:  # given back off the read's path: one round trip less
                 self._pool.submit(self._release_lease, plan["lease"])
@@ -529,10 +549,12 @@ class Client:
         return buckets
 
     def _read_planned(
-        self, r: ReadRequest, plan: Mapping[str, Any], buckets: frozenset[int] | None
+        self, r: ReadRequest, plan: Mapping[str, Any], buckets: frozenset[int] | None,
+        memory: list[pa.Table] | None = None,
     ) -> pa.Table:
+        """Execute a planned read; ``memory``: the table servers' rows at the plan's
+        point when already fetched."""
         meta = self._meta(r.name, plan)
-        route = _Routing.of(plan)
         filters = validate(r.filters, [*META_FIELDS, *meta.schema.names])
         files = {"columns": r.columns, "filters": filters, "include_meta": r.include_meta,
                  "buckets": buckets, "cache": self._files}
@@ -541,14 +563,24 @@ class Client:
         if r.mode == "read_optimized" or r.as_of is not None:
             hudi_mode = "read_optimized" if r.mode == "read_optimized" else "snapshot"
             return read_table(meta, mode=hudi_mode, as_of=r.as_of, **files)
+        if memory is None:
+            memory = self._memory(r, plan, buckets)
+        needed = read_columns(meta, columns=r.columns, filters=filters, include_meta=r.include_meta)
+        extra = _entries_by_file_group(memory, meta, needed)
+        return read_table(meta, as_of=plan["instant"], extra=extra, **files)
+
+    def _memory(self, r: ReadRequest, plan: Mapping[str, Any], buckets: frozenset[int] | None) -> list[pa.Table]:
+        """The table servers' unflushed rows a ``latest``/``committed`` read needs at the
+        plan's point (the key filters applied there)."""
+        meta = self._meta(r.name, plan)
+        route = _Routing.of(plan)
+        filters = validate(r.filters, [*META_FIELDS, *meta.schema.names])
         needed = read_columns(meta, columns=r.columns, filters=filters, include_meta=r.include_meta)
         pushed = [f for f in key_filters(filters, route.record_key) if _json_value(f[2])]
-        memory = self._read_servers(
+        return self._read_servers(
             r.name, route, plan["instant"], TxnSnapshot.from_dict(plan["snapshot"]),
             r.mode == "committed", needed, buckets, pushed,
         )
-        extra = _entries_by_file_group(memory, meta, needed)
-        return read_table(meta, as_of=plan["instant"], extra=extra, **files)
 
     def _read_servers(
         self, name: str, route: _Routing, instant: str | None, snapshot: TxnSnapshot,
@@ -570,7 +602,8 @@ class Client:
                                key_filters=pushed)
 
         items = list(route.server_buckets().items())
-        return [t for t in self._pool.map(one, items) if t.num_rows]
+        tables = [one(items[0])] if len(items) == 1 else self._pool.map(one, items)
+        return [t for t in tables if t.num_rows]
 
     # == maintenance =====================================================================
     def flush(self, name: str) -> list[str]:
@@ -659,6 +692,12 @@ def _key_table(keys: Any, record_key: Sequence[str]) -> pa.Table:
             )
         return pa.table({record_key[0]: keys})
     return to_table(pa.table(keys) if isinstance(keys, dict) else keys)
+
+
+def _point(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """What a table server's answer to a read depends on in a plan: all of it but the
+    lease (the instant, the transactions, the routing, the table's description)."""
+    return {k: v for k, v in plan.items() if k != "lease"}
 
 
 def _json_value(value: Any) -> bool:

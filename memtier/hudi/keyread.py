@@ -20,6 +20,7 @@ follows sees exactly the rows it would have seen.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ import pyarrow.types as pat
 
 from memtier.hudi.cache import SliceCache
 from memtier.hudi.filters import Filter, pinned_values, to_expression
+from memtier.io import FileIO
 
 __all__ = ["KeyFilter", "read_key_rows"]
 
@@ -88,49 +90,73 @@ class KeyFilter:
 
 
 def read_key_rows(
-    source: Any, path: str, columns: Sequence[str], keys: KeyFilter, cache: SliceCache
+    io: FileIO, path: str, columns: Sequence[str], keys: KeyFilter, cache: SliceCache
 ) -> pa.Table | None:
-    """The rows of the base file at ``path`` (opened as ``source`` by the caller) that
-    pass ``keys``, with those of ``columns`` the file has, or None when the file lacks a
-    filtered column (the caller reads it whole)."""
-    footer, leaves, arrow_schema = cache.get(("footer", path), lambda: _footer(source))
+    """The rows of the base file at ``path`` that pass ``keys``, with those of
+    ``columns`` the file has, or None when the file lacks a filtered column (the caller
+    reads it whole). The file is opened only for what the cache does not hold yet and
+    for the row groups holding a wanted key."""
+    footer, leaves, arrow_schema, bounds = cache.get(("footer", path), lambda: _footer(io, path))
     if any(c not in leaves for c in keys.columns):
         return None
     present = [c for c in columns if c in leaves]
-    parquet = pq.ParquetFile(source, metadata=footer)
     pieces = []
-    for group in range(footer.num_row_groups):
-        if not _may_hold(footer.row_group(group), leaves, keys.pinned, arrow_schema):
-            continue
-        key_table = cache.get(("keys", path, group, tuple(keys.columns)),
-                              lambda g=group: parquet.read_row_group(g, columns=keys.columns))
-        rows = keys.rows(key_table)
-        if len(rows):
-            pieces.append(parquet.read_row_group(group, columns=present).take(pa.array(rows)))
+    with contextlib.ExitStack() as files:
+        opened: list[pq.ParquetFile] = []
+
+        def parquet() -> pq.ParquetFile:
+            if not opened:
+                opened.append(pq.ParquetFile(files.enter_context(io.open_input(path)), metadata=footer))
+            return opened[0]
+
+        for group in range(footer.num_row_groups):
+            if not _may_hold(group, bounds, keys.pinned):
+                continue
+            key_table = cache.get(("keys", path, group, tuple(keys.columns)),
+                                  lambda g=group: parquet().read_row_group(g, columns=keys.columns))
+            rows = keys.rows(key_table)
+            if len(rows):
+                pieces.append(parquet().read_row_group(group, columns=present).take(pa.array(rows)))
     if not pieces:
         return pa.schema([arrow_schema.field(c) for c in present]).empty_table()
     return pa.concat_tables(pieces)
 
 
-def _footer(source: Any) -> tuple[pq.FileMetaData, dict[str, int], pa.Schema]:
-    """A file's footer, its column indices by name and its Arrow schema."""
-    footer = pq.read_metadata(source)
-    return footer, {name: i for i, name in enumerate(footer.schema.names)}, footer.schema.to_arrow_schema()
+#: Per prunable column, each row group's (min, max); None where a group has no statistics.
+_Bounds = dict[str, list[tuple[Any, Any] | None]]
 
 
-def _may_hold(group: pq.RowGroupMetaData, leaves: Mapping[str, int], pinned: Mapping[str, list[Any]],
-              schema: pa.Schema) -> bool:
-    """Whether the row group's statistics allow a row with a pinned value in every
+def _footer(io: FileIO, path: str) -> tuple[pq.FileMetaData, dict[str, int], pa.Schema, _Bounds]:
+    """A file's footer, its column indices by name, its Arrow schema and the key-range
+    statistics of its integer and string columns (read once: a lookup then prunes row
+    groups without touching pyarrow's metadata objects)."""
+    with io.open_input(path) as source:
+        footer = pq.read_metadata(source)
+    leaves = {name: i for i, name in enumerate(footer.schema.names)}
+    schema = footer.schema.to_arrow_schema()
+    bounds: _Bounds = {}
+    for name, leaf in leaves.items():
+        kind = schema.field(name).type if name in schema.names else None
+        if kind is None or not (pat.is_integer(kind) or pat.is_string(kind) or pat.is_large_string(kind)):
+            continue
+        ranges: list[tuple[Any, Any] | None] = []
+        for group in range(footer.num_row_groups):
+            stats = footer.row_group(group).column(leaf).statistics
+            ranges.append((stats.min, stats.max) if stats is not None and stats.has_min_max else None)
+        bounds[name] = ranges
+    return footer, leaves, schema, bounds
+
+
+def _may_hold(group: int, bounds: _Bounds, pinned: Mapping[str, list[Any]]) -> bool:
+    """Whether row group ``group``'s statistics allow a row with a pinned value in every
     pinned column (integer and string columns; any other, or a value that does not
     compare, never prunes)."""
     for column, values in pinned.items():
-        kind = schema.field(column).type
-        if not (pat.is_integer(kind) or pat.is_string(kind) or pat.is_large_string(kind)):
+        ranges = bounds.get(column)
+        known = ranges[group] if ranges is not None else None
+        if known is None:
             continue
-        stats = group.column(leaves[column]).statistics
-        if stats is None or not stats.has_min_max:
-            continue
-        low, high = stats.min, stats.max
+        low, high = known
         try:
             if not any(low <= v <= high for v in values):
                 return False

@@ -63,19 +63,21 @@ def _load_columns(meta: TableMeta, columns: Sequence[str]) -> list[str]:
 
 def read_base_file(meta: TableMeta, path: str, columns: Sequence[str],
                    keys: KeyFilter | None = None, cache: SliceCache | None = None) -> pa.Table:
-    """Columns of a base Parquet file, typed as the table's file schema. With ``keys``
-    and a ``cache``, only the rows passing ``keys`` (see :mod:`memtier.hudi.keyread`)."""
+    """Columns of a base Parquet file, typed as the table's file schema. With ``keys``,
+    only the rows passing them (with a ``cache`` too, only those rows are decoded: see
+    :mod:`memtier.hudi.keyread`)."""
     load = _load_columns(meta, columns)
-    with meta.io.open_input(path) as source:
-        table = None
-        if keys is not None and cache is not None and _keys_readable(meta, keys):
-            table = read_key_rows(source, path, load, keys, cache)
-        if table is None:
+    keyed = None
+    if keys is not None and cache is not None and _keys_readable(meta, keys):
+        keyed = read_key_rows(meta.io, path, load, keys, cache)
+    if keyed is None:
+        with meta.io.open_input(path) as source:
             parquet = pq.ParquetFile(source)
             present = [c for c in load if c in parquet.schema_arrow.names]
             table = parquet.read(columns=present)
-    table = conform_columns(table, meta.file_schema, load)
-    return _with_record_keys(table, meta).select(list(columns))
+    table = conform_columns(table if keyed is None else keyed, meta.file_schema, load)
+    table = _with_record_keys(table, meta).select(list(columns))
+    return keys.filter(table) if keys is not None and keyed is None else table
 
 
 def _keys_readable(meta: TableMeta, keys: KeyFilter) -> bool:
@@ -166,7 +168,7 @@ def read_slice(
     base = None
     if base_path is not None:
         if key_filter is not None and cache is not None:
-            base = key_filter.filter(read_base_file(meta, base_path, columns, key_filter, cache))
+            base = read_base_file(meta, base_path, columns, key_filter, cache)
         else:
             load_base = partial(read_base_file, meta, base_path, columns)
             base = cache.get(("base", base_path, tuple(columns)), load_base) if cache else load_base()

@@ -1,0 +1,88 @@
+"""A read asks the table servers at its previous read point while the master plans the
+new one, keeping their answer only when the point did not move: on one process and over
+real Arrow Flight, a lookup after a commit, a flush or an abort equals what a fresh plan
+reads, and in a steady state each owning table server is asked once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from memtier.client import Client, Transaction
+from tests.support.inprocess import InProcessCluster
+from tests.support.rpccluster import RpcCluster
+
+SCHEMA = pa.schema([("id", pa.int64()), ("region", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
+
+
+def rows(ids: list[int], ts: int, v: str) -> pa.Table:
+    return pa.table({"id": ids, "region": [f"r{i % 2}" for i in ids], "ts": [ts] * len(ids),
+                     "v": [v] * len(ids)}, schema=SCHEMA)
+
+
+def value(client: Client, key: int) -> list[tuple[int, str]]:
+    found = client.lookup("t", [key])
+    return list(zip(found.column("ts").to_pylist(), found.column("v").to_pylist(), strict=True))
+
+
+@pytest.fixture(params=["inprocess", "rpc"])
+def cluster(request: pytest.FixtureRequest, tmp_path) -> Iterator[InProcessCluster | RpcCluster]:
+    cluster = (InProcessCluster if request.param == "inprocess" else RpcCluster)(str(tmp_path / "cluster"))
+    cluster.add_server("a")
+    cluster.add_server("b")
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def client(cluster: InProcessCluster | RpcCluster) -> Iterator[Client]:
+    client = cluster.client()
+    client.create_table("t", SCHEMA, record_key="id", ordering_field="ts", partition_fields="region", buckets=4)
+    yield client
+    client.close()
+
+
+def test_rows_of_a_transaction_aborted_since_the_last_read_are_not_shown(client: Client) -> None:
+    client.write("t", rows([1, 2], 1, "a"))
+    tx = Transaction(client, "t", "batch")
+    tx.write(rows([1], 9, "tx"))
+    assert value(client, 1) == [(9, "tx")]  # latest: an open transaction's rows show
+    tx.abort()  # the previous read point still has the transaction open
+    assert value(client, 1) == [(1, "a")]
+    assert value(client, 2) == [(1, "a")]
+
+
+def test_rows_flushed_since_the_last_read_are_read_once(
+    cluster: InProcessCluster | RpcCluster, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client.write("t", rows([1, 2, 3], 1, "a"))
+    assert value(client, 1) == [(1, "a")]  # the read point: no commit yet
+    client.flush("t")  # the flushed blocks stay listed for readers of the old point
+    assert value(client, 1) == [(1, "a")]
+    client.write("t", rows([2], 2, "b"))
+    client.flush("t")
+    monkeypatch.setattr("memtier.tableserver.server._FLUSHED_GRACE_S", 0.0)
+    time.sleep(0.01)
+    for server in cluster.servers.values():
+        server.maintain()  # forgets the flushed blocks: their rows are in the files only
+    client.write("t", rows([3], 3, "c"))
+    assert [value(client, k) for k in (1, 2, 3)] == [[(1, "a")], [(2, "b")], [(3, "c")]]
+
+
+def test_a_lookup_asks_the_owning_table_server_once_when_nothing_was_committed(
+    cluster: InProcessCluster | RpcCluster, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client.write("t", rows(list(range(20)), 1, "a"))
+    value(client, 5)
+    asked: list[Any] = []
+    for server in cluster.servers.values():
+        read = server.read
+        monkeypatch.setattr(server, "read", lambda *a, _read=read, **k: asked.append(a) or _read(*a, **k))
+    for ts in range(2, 6):
+        client.write("t", rows([5], ts, f"v{ts}"))
+        assert value(client, 5) == [(ts, f"v{ts}")]
+    assert len(asked) == 4
