@@ -3,7 +3,9 @@ again and again (a client polling for fresh rows reads files that rarely change)
 
 Entries are immutable facts: a base file's columns, footer and per-row-group key columns
 never change, and a log file's decoded blocks are keyed by its path and size (a log file
-only grows, by appended blocks; which blocks are visible is decided at each read).
+only grows, by appended blocks; which blocks are visible is decided at each read), and
+a file-system view is keyed by the timeline it was built from (files become visible,
+replaced or cleaned only through instants).
 Least recently used entries are dropped once the cached data exceeds the budget.
 """
 
@@ -17,6 +19,7 @@ from typing import TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.merge import LogEntry
 
 __all__ = ["SliceCache"]
@@ -34,6 +37,8 @@ def _size(value: object) -> int:
                 + (value.deleted_keys.nbytes if value.deleted_keys is not None else 0))
     if isinstance(value, (list, tuple)):
         return sum(_size(v) for v in value)
+    if isinstance(value, FileSystemView):
+        return 512 * len(value.file_sizes)  # a few small objects per file listed
     return 0
 
 

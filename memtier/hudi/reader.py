@@ -5,7 +5,8 @@ partition pruning and filters. File slices are read and merged in parallel threa
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from functools import partial
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -185,7 +186,7 @@ def read_table(
     predicate = partition_predicate(
         checked, meta.config.partition_fields, meta.config.hive_style_partitioning, meta.physical
     )
-    view = FileSystemView.build(meta.io, meta.base_path, timeline, as_of=point, partition_filter=predicate)
+    view = _view(meta, timeline, point, predicate, cache)
     slices = view.latest_slices()
     extra = _current_groups(extra or {}, view)
     known = {(s.partition_path, s.file_id) for s in slices}
@@ -215,6 +216,18 @@ def read_table(
     if expression is not None and (key_filter is None or len(key_filter.filters) < len(checked)):
         result = result.filter(expression)  # (key filters alone ran before the merge: its rows pass)
     return _to_logical(result.select(wanted), meta)
+
+
+def _view(meta: TableMeta, timeline: Timeline, point: str | None,
+          predicate: Callable[[str], bool] | None, cache: SliceCache | None) -> FileSystemView:
+    """The table's file-system view as of ``point``; with a ``cache``, kept for the next
+    read of the same timeline (every instant and state alike: files only become visible,
+    replaced or cleaned through instants, so the same timeline lists the same slices)."""
+    build = partial(FileSystemView.build, meta.io, meta.base_path, timeline, as_of=point,
+                    partition_filter=predicate)
+    if cache is None or predicate is not None:
+        return build()
+    return cache.get(("view", meta.base_path, timeline.instants, point), build)
 
 
 def _key_buckets(meta: TableMeta, filters: Sequence[Filter]) -> set[int] | None:

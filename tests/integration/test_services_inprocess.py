@@ -16,6 +16,7 @@ from memtier.hudi.tablemeta import TableMeta
 from memtier.io import open_fileio
 from tests.support.hudirs import hudi_rs_read, rows
 from tests.support.inprocess import InProcessCluster
+from tests.support.waiting import wait_until
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("city", pa.string()), ("v", pa.float64())])
 DATA = ["id", "ts", "city", "v"]
@@ -213,6 +214,8 @@ def test_cleaning_never_deletes_a_slice_a_read_holds(cluster) -> None:
     assert held <= {f.name for f in _files(cluster)}
     assert rows(cluster.client().read("t", as_of=plan["instant"])) == rows(old)
     cluster.master.release_lease(plan["lease"])
+    # the client gives its reads' leases back off the read's path: wait for them too
+    wait_until(lambda: cluster.master.services.status("t")["leases"] == 0, "the reads' leases given back")
     _run(cluster, "clean")
     assert not held & {f.name for f in _files(cluster)}
 
