@@ -9,6 +9,7 @@ both offer, so the same client code runs in tests and against a cluster.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 import threading
@@ -121,7 +122,7 @@ class _Routing:
     def of(cls, description: Mapping[str, Any]) -> _Routing:
         return cls(
             description["name"],
-            pa.ipc.read_schema(pa.py_buffer(description["schema"])),
+            _schema(description["schema"]),
             tuple(description["record_key"]),
             description.get("ordering_field"),
             tuple(description.get("partition_fields") or ()),
@@ -536,17 +537,18 @@ class Client:
             self.master.release_lease(plan.lease)
 
     def _buckets(self, r: ReadRequest, plan: Mapping[str, Any]) -> frozenset[int] | None:
-        """The buckets a read must look at (None: all): the request's, narrowed by
-        equalities on the record key."""
+        """The buckets a read must look at (None: all): the request's (a lookup gives its
+        keys' buckets), else those equalities on the record key pin."""
+        if r.buckets is not None:
+            return r.buckets
         meta = self._meta(r.name, plan)
         route = _Routing.of(plan)
         filters = validate(r.filters, [*META_FIELDS, *meta.schema.names])
-        buckets = r.buckets
         if route.buckets > 0 and route.record_key:
             pinned = key_buckets(filters, route.record_key, route.schema, route.buckets)
             if pinned is not None:
-                buckets = frozenset(pinned) if buckets is None else buckets & pinned
-        return buckets
+                return frozenset(pinned)
+        return None
 
     def _read_planned(
         self, r: ReadRequest, plan: Mapping[str, Any], buckets: frozenset[int] | None,
@@ -692,6 +694,12 @@ def _key_table(keys: Any, record_key: Sequence[str]) -> pa.Table:
             )
         return pa.table({record_key[0]: keys})
     return to_table(pa.table(keys) if isinstance(keys, dict) else keys)
+
+
+@functools.lru_cache(maxsize=64)
+def _schema(serialized: bytes) -> pa.Schema:
+    """A table's schema from its description (parsed once: every read plan carries it)."""
+    return pa.ipc.read_schema(pa.py_buffer(serialized))
 
 
 def _point(plan: Mapping[str, Any]) -> dict[str, Any]:
