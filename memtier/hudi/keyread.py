@@ -96,7 +96,7 @@ def read_key_rows(
     ``columns`` the file has, or None when the file lacks a filtered column (the caller
     reads it whole). The file is opened only for what the cache does not hold yet and
     for the row groups holding a wanted key."""
-    footer, leaves, arrow_schema, bounds = cache.get(("footer", path), lambda: _footer(io, path))
+    footer, leaves, arrow_schema, bounds, constant = cache.get(("footer", path), lambda: _footer(io, path))
     if any(c not in leaves for c in keys.columns):
         return None
     present = [c for c in columns if c in leaves]
@@ -105,8 +105,10 @@ def read_key_rows(
         opened: list[pq.ParquetFile] = []
 
         def parquet() -> pq.ParquetFile:
-            if not opened:
-                opened.append(pq.ParquetFile(files.enter_context(io.open_input(path)), metadata=footer))
+            if not opened:  # constant strings (a partition column) decode as a dictionary: ~30x cheaper
+                source = files.enter_context(io.open_input(path))
+                dictionaries = [c for c in constant if c not in keys.columns]
+                opened.append(pq.ParquetFile(source, metadata=footer, read_dictionary=dictionaries))
             return opened[0]
 
         for group in range(footer.num_row_groups):
@@ -126,10 +128,11 @@ def read_key_rows(
 _Bounds = dict[str, list[tuple[Any, Any] | None]]
 
 
-def _footer(io: FileIO, path: str) -> tuple[pq.FileMetaData, dict[str, int], pa.Schema, _Bounds]:
-    """A file's footer, its column indices by name, its Arrow schema and the key-range
+def _footer(io: FileIO, path: str) -> tuple[pq.FileMetaData, dict[str, int], pa.Schema, _Bounds, list[str]]:
+    """A file's footer, its column indices by name, its Arrow schema, the key-range
     statistics of its integer and string columns (read once: a lookup then prunes row
-    groups without touching pyarrow's metadata objects)."""
+    groups without touching pyarrow's metadata objects) and its string columns that
+    hold one value in every row group."""
     with io.open_input(path) as source:
         footer = pq.read_metadata(source)
     leaves = {name: i for i, name in enumerate(footer.schema.names)}
@@ -144,7 +147,10 @@ def _footer(io: FileIO, path: str) -> tuple[pq.FileMetaData, dict[str, int], pa.
             stats = footer.row_group(group).column(leaf).statistics
             ranges.append((stats.min, stats.max) if stats is not None and stats.has_min_max else None)
         bounds[name] = ranges
-    return footer, leaves, schema, bounds
+    constant = [name for name, ranges in bounds.items()
+                if not pat.is_integer(schema.field(name).type)
+                and all(r is not None and r[0] == r[1] for r in ranges)]
+    return footer, leaves, schema, bounds, constant
 
 
 def _may_hold(group: int, bounds: _Bounds, pinned: Mapping[str, list[Any]]) -> bool:
