@@ -231,7 +231,13 @@ def _service(args: argparse.Namespace) -> int:
 
 def _sync_catalog(args: argparse.Namespace) -> int:
     """Sync tables into a metastore: the cluster's (by the master) or one by path."""
-    from memtier.catalog import open_metastore, sync_table, trino_catalog_properties
+    from memtier.catalog import (
+        open_metastore,
+        presto_catalog_properties,
+        sync_table,
+        trino_catalog_properties,
+    )
+    from memtier.catalog.metastore import is_hive_metastore
 
     console = Console()
     if args.path is not None:
@@ -261,6 +267,9 @@ def _sync_catalog(args: argparse.Namespace) -> int:
     if results:
         console.note(f"a Trino catalog file reading {results[0]['metastore']} (etc/catalog/memtier.properties):")
         print(trino_catalog_properties(results[0]["metastore"]), end="", flush=True)
+        if is_hive_metastore(results[0]["metastore"]):
+            console.note("a Presto catalog file reading it (etc/catalog/memtier.properties):")
+            print(presto_catalog_properties(results[0]["metastore"]), end="", flush=True)
     else:
         console.step("no tables to sync")
     return 0

@@ -11,6 +11,7 @@ import pytest
 from memtier.catalog import (
     FileMetastore,
     open_metastore,
+    presto_catalog_properties,
     sync_table,
     trino_catalog_properties,
     trino_location,
@@ -64,6 +65,16 @@ def test_hive_metastore_locations_catalog_file_and_uri() -> None:
     for bad in ("thrift://hms", "thrift://:9083", "thrift://hms:9083/db"):
         with pytest.raises(InvalidArgumentError, match="must be thrift://host:port"):
             HiveMetastore(bad)
+
+
+def test_presto_catalog_files_over_a_hive_metastore_only() -> None:
+    assert presto_catalog_properties("thrift://hms:9083") == "connector.name=hudi\nhive.metastore.uri=thrift://hms:9083\n"
+    assert presto_catalog_properties("thrift://hms:9083", "hive-hadoop2").splitlines() == [
+        "connector.name=hive-hadoop2", "hive.metastore.uri=thrift://hms:9083", "hive.parquet.use-column-names=true"]
+    with pytest.raises(InvalidArgumentError, match="through a Hive Metastore"):
+        presto_catalog_properties("/srv/metastore")
+    with pytest.raises(InvalidArgumentError, match="no Presto connector 'iceberg'"):
+        presto_catalog_properties("thrift://hms:9083", "iceberg")
 
 
 def test_an_unreachable_hive_metastore_is_named_and_nothing_is_written(tmp_path) -> None:

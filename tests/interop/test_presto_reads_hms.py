@@ -1,0 +1,114 @@
+"""Interop out to Presto: memtier registers its tables in a real Hive Metastore (Apache
+Hive's standalone server 3.1.3) and a real Presto 0.287 reads them by name, through its
+Hudi connector and through its Hive connector, each with the catalog file
+:func:`memtier.catalog.presto_catalog_properties` gives. Presto's Hudi readers merge log
+files, so ``name_rt`` is the snapshot (updates, deletes in commit order and by ordering
+value) and ``name_ro`` the base files, before and after a compaction.
+
+Presto 0.287 cannot read a Hive 4 metastore (it calls ``get_table``, which Hive 4 removed:
+measured by hand), so only Hive 3.1.3 is run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from memtier.catalog import PRESTO_CONNECTORS, presto_catalog_properties
+from memtier.cli import main
+from memtier.compaction.worker import ServiceWorker
+from memtier.hudi import HudiTable
+from tests.support.hms import HiveMetastoreServer, run_hms
+from tests.support.inprocess import InProcessCluster
+from tests.support.presto import PrestoServer, run_presto
+
+pytestmark = pytest.mark.slow
+
+SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("city", pa.string()), ("amount", pa.float64())])
+COLUMNS = ["id", "ts", "city", "amount"]
+#: Catalog names in Presto: one per connector (``hive-hadoop2`` as ``hive``).
+CATALOGS = {connector.split("-")[0]: connector for connector in PRESTO_CONNECTORS}
+
+
+@pytest.fixture(scope="module")
+def hms() -> Iterator[HiveMetastoreServer]:
+    with run_hms("3.1.3") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def presto(hms: HiveMetastoreServer) -> Iterator[PrestoServer]:
+    with run_presto({name: presto_catalog_properties(hms.uri, connector)
+                     for name, connector in CATALOGS.items()}) as server:
+        yield server
+
+
+def _rows(rows: list[Any]) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r[c] for c in COLUMNS) if isinstance(r, dict) else tuple(r) for r in rows)
+
+
+def _each_catalog(presto: PrestoServer, sql: str) -> dict[str, list[tuple[Any, ...]]]:
+    return {name: _rows(presto.query(sql, catalog=name)) for name in CATALOGS}
+
+
+def _batch(ids: list[int], ts: list[int], amounts: list[float]) -> pa.Table:
+    return pa.table({"id": ids, "ts": ts, "city": ["oslo" if i % 2 == 0 else "rome" for i in ids],
+                     "amount": amounts}, schema=SCHEMA)
+
+
+def _expect(presto: PrestoServer, client: Any, table: str) -> None:
+    """Both views, in both catalogs, equal memtier's; so do a partition and a key filter."""
+    snapshot = _rows(client.read(table).to_pylist())
+    read_optimized = _rows(client.read(table, mode="read_optimized").to_pylist())
+    select = f"SELECT id, ts, city, amount FROM live.{table}"
+    assert _each_catalog(presto, select + "_rt") == {name: snapshot for name in CATALOGS}
+    assert _each_catalog(presto, select + "_ro") == {name: read_optimized for name in CATALOGS}
+    rome = [r for r in snapshot if r[2] == "rome"]
+    assert _each_catalog(presto, select + "_rt WHERE city = 'rome'") == {name: rome for name in CATALOGS}
+    one = [r for r in snapshot if r[0] == 6]
+    assert _each_catalog(presto, select + "_rt WHERE id = 6 AND city = 'oslo'") == {name: one for name in CATALOGS}
+
+
+def test_presto_reads_the_snapshot_and_the_base_files_of_a_tier_written_table(presto, hms, tmp_path) -> None:
+    cluster = InProcessCluster(str(tmp_path / "root"), catalog={
+        "catalog.hive-metastore": hms.uri, "catalog.database": "live"})
+    cluster.add_server("ts-0")
+    try:
+        client = cluster.client()
+        client.create_table("events", SCHEMA, record_key="id", ordering_field="ts", partition_fields="city",
+                            buckets=2)
+        client.write("events", _batch(list(range(10)), [1] * 10, [float(i) for i in range(10)]))
+        client.flush("events")  # base files
+        client.write("events", _batch([0, 1, 5], [2, 2, 10], [9.0, 9.0, 55.0]))  # updates, into log files
+        client.delete("events", pa.table({"id": [2, 3], "city": ["oslo", "rome"]}))  # in commit order
+        client.flush("events")
+        # by ordering value: 4 (ts 1) goes, 5 (ts 10) stays
+        client.delete("events", pa.table({"id": [4, 5], "city": ["oslo", "rome"], "ts": [5, 5]}))
+        client.flush("events")
+        snapshot = _rows(client.read("events").to_pylist())
+        assert [r[0] for r in snapshot] == [0, 1, 5, 6, 7, 8, 9] and (5, 10, "rome", 55.0) in snapshot
+        assert len(client.read("events", mode="read_optimized")) == 10  # the changes wait in log files
+        _expect(presto, client, "events")
+
+        assert cluster.master.schedule_service("events", "compaction") is not None
+        done = ServiceWorker("svc-0", cluster.master).run_once()
+        assert done is not None and done["state"] == "completed", done
+        assert _rows(client.read("events", mode="read_optimized").to_pylist()) == snapshot
+        _expect(presto, client, "events")
+    finally:
+        cluster.close()
+
+
+def test_a_copy_on_write_table_synced_by_the_cli_is_read_by_both_connectors(presto, hms, tmp_path,
+                                                                             capsys) -> None:
+    flat = HudiTable.create(str(tmp_path / "flat"), SCHEMA, record_key="id", ordering_field="ts", buckets=1,
+                            table_type="COPY_ON_WRITE")
+    flat.write(pa.table({"id": [7, 8], "ts": [1, 1], "city": ["x", "y"], "amount": [7.0, 8.0]}, schema=SCHEMA))
+    flat.write(pa.table({"id": [8], "ts": [2], "city": ["y"], "amount": [8.5]}, schema=SCHEMA))
+    assert main(["sync-catalog", "--path", flat.meta.base_path, "--metastore", hms.uri, "--database", "cow"]) == 0
+    assert presto_catalog_properties(hms.uri) in capsys.readouterr().out  # the CLI prints the catalog file
+    expected = _rows(flat.read().to_pylist())
+    assert expected == [(7, 1, "x", 7.0), (8, 2, "y", 8.5)]
+    assert _each_catalog(presto, "SELECT id, ts, city, amount FROM cow.flat") == {name: expected for name in CATALOGS}
