@@ -255,7 +255,13 @@ class FileIO(ABC):
 
 
 def _temp_name(path: str) -> str:
-    return join(parent(path), f"{_TEMP_PREFIX}{uuid.uuid4().hex}-{basename(path)}")
+    """A fresh name beside ``path`` for writing it before the rename that publishes it. It
+    neither contains ``path``'s name nor ends with a Hudi extension: other engines' Hudi
+    readers (Presto's, Java Hudi's timeline) take any file in a partition folder ending in
+    ``.parquet`` (or holding ``.log.``) for a base (or log) file, and any name in
+    ``.hoodie`` ending in an action for an instant, so a temporary file must look like
+    neither, even when a crash leaves it behind."""
+    return join(parent(path), f"{_TEMP_PREFIX}{uuid.uuid4().hex}.tmp")
 
 
 def is_temp_file(name: str) -> bool:

@@ -26,7 +26,7 @@ RUNS = {
                    "--warmup", "0", "--rate", "2000", "--peak-seconds", "0.5", "--peak-compact-rows", "20000"],
     "trino_read": ["-m", "bench.trino_read", "--rows", "20000", "--repeat", "1", "--fast-start"],
     "trino_staleness": ["-m", "bench.trino_staleness", "--seconds", "8", "--warmup", "0", "--keys", "500",
-                        "--rows-per-batch", "100", "--interval", "0.2"],
+                        "--rows-per-batch", "100", "--interval", "0.2", "--presto"],
     "ceiling": ["bench/ceiling.py", "--batches", "4", "--rows-per-batch", "1000", "--rounds", "1"],
     "flush_offload": ["-m", "bench.flush_offload", "--rounds", "1", "--seconds", "0.5", "--rate", "10",
                       "--rows", "500", "--flush-every", "0.2"],

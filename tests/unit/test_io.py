@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from memtier.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
+from memtier.hudi.filenames import classify
 from memtier.io import FileIO, is_temp_file, join, open_fileio, parent, relpath
 
 
@@ -61,6 +62,18 @@ def test_open_output_publishes_only_on_success(fileio: FileIO, any_root: str) ->
         pq.write_table(table, sink)
     with fileio.open_input(path) as source:
         assert pq.read_table(source).equals(table)
+
+
+def test_a_file_being_written_looks_like_no_hudi_file(fileio: FileIO, any_root: str) -> None:
+    base = "00000000-0000-0000-0000-000000000000-0_0-0-0_20261125155328610.parquet"
+    for name in (base, ".00000000-0000-0000-0000-000000000000-0_20261125155328610.log.1_0-0-0",
+                 "20261125155328610.deltacommit"):
+        with fileio.open_output(join(any_root, name)) as sink:
+            sink.write(b"half")
+            (temp,) = [f.name for f in fileio.list_files(any_root) if is_temp_file(f.name)]
+            assert name not in temp and temp.endswith(".tmp") and ".log." not in temp
+            assert classify(temp) is None
+        fileio.delete(join(any_root, name))
 
 
 def test_append_sync_and_truncate(fileio: FileIO, any_root: str) -> None:
