@@ -123,18 +123,8 @@ def run_presto(catalogs: Mapping[str, str], *, heap: str = "768M") -> Iterator[P
     port = servers.free_port()
     etc = workdir / "etc"
     (etc / "catalog").mkdir(parents=True)
-    (etc / "config.properties").write_text("\n".join([
-        "coordinator=true",
-        "node-scheduler.include-coordinator=true",
-        f"http-server.http.port={port}",
-        "discovery-server.enabled=true",
-        f"discovery.uri=http://127.0.0.1:{port}",
-        "query.max-memory=256MB",
-        "query.max-memory-per-node=256MB",
-        "query.max-total-memory-per-node=384MB",
-        "memory.heap-headroom-per-node=128MB",
-        "",
-    ]))
+    (etc / "config.properties").write_text(servers.coordinator_properties(
+        port, "discovery-server.enabled=true", "query.max-total-memory-per-node=384MB"))
     for name, text in catalogs.items():
         (etc / "catalog" / f"{name}.properties").write_text(text)
     args = [str(JAVA), f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",

@@ -21,6 +21,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def coordinator_properties(port: int, *extra: str) -> str:
+    """``etc/config.properties`` of a Trino or Presto coordinator that is its own worker, on
+    loopback ``port``, with small memory limits (the machine is shared); ``extra`` lines
+    appended."""
+    return "\n".join([
+        "coordinator=true",
+        "node-scheduler.include-coordinator=true",
+        f"http-server.http.port={port}",
+        f"discovery.uri=http://127.0.0.1:{port}",
+        "query.max-memory=256MB",
+        "query.max-memory-per-node=256MB",
+        "memory.heap-headroom-per-node=128MB",
+        *extra,
+        "",
+    ])
+
+
 def start(args: Sequence[str], workdir: Path) -> subprocess.Popen[bytes]:
     """Start ``args`` in ``workdir``, its output into ``workdir/stdout.log``."""
     with open(workdir / "stdout.log", "wb") as out:

@@ -175,17 +175,7 @@ def run_trino(catalogs: Mapping[str, str] | None = None, *, heap: str = "768M",
     port = servers.free_port()
     etc = workdir / "etc"
     (etc / "catalog").mkdir(parents=True)
-    (etc / "config.properties").write_text("\n".join([
-        "coordinator=true",
-        "node-scheduler.include-coordinator=true",
-        f"http-server.http.port={port}",
-        f"discovery.uri=http://127.0.0.1:{port}",
-        "query.max-memory=256MB",
-        "query.max-memory-per-node=256MB",
-        "memory.heap-headroom-per-node=128MB",
-        "catalog.management=dynamic",
-        "",
-    ]))
+    (etc / "config.properties").write_text(servers.coordinator_properties(port, "catalog.management=dynamic"))
     for name, text in (catalogs or {CATALOG: trino_catalog_properties(str(metastore))}).items():
         (etc / "catalog" / f"{name}.properties").write_text(text)
     args = [java, *_jvm_options(workdir, heap, fast_start), "-cp", f"{SERVER_HOME / 'lib'}/*", "io.trino.server.TrinoServer"]
