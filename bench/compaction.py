@@ -28,7 +28,8 @@ connectors read of a merge-on-read table) is under the default table-service pol
    compaction over the mean of the alone runs either side; the median is reported. Every
    run starts once the runs before are flushed (no backlog carried over), and the policy
    compacts none of these tables on its own, so the pool runs only the compaction under
-   test. Then the same 4 threads paced together at half the median alone rate, alone and
+   test; each window's table is dropped after it (a window at peak writes gigabytes).
+   Then the same 4 threads paced together at half the median alone rate, alone and
    during another compaction, flushes running: acknowledgement times p50/p99. For every
    window, the cores each process kept busy on average (CPU seconds / wall seconds): the
    table server, its flush worker, the pool's actor and this process (the clients). Every
@@ -317,9 +318,11 @@ def peak(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
                         "rows_per_s": round(result["rows_per_s"]), "writes": len(result["acks"]),
                         **percentiles_ms("ack", result["acks"]), "ack_max_ms": round(max(result["acks"]) * 1000, 2),
                         "cores_busy": cpu, "compaction": compaction})
+        client.drop_table(name, purge=True)  # a 10 s window at peak leaves gigabytes on disk
         return windows[-1]
 
     _ingest(cluster, "peak_warmup", min(2.0, seconds))  # connections, first WAL files
+    client.drop_table("peak_warmup", purge=True)
     alone = [window("alone", 0)["rows_per_s"]]
     ratios = []
     for round_ in range(1, args.peak_rounds + 1):
