@@ -19,7 +19,6 @@ import pytest
 
 from memtier.catalog import PRESTO_CONNECTORS, presto_catalog_properties
 from memtier.cli import main
-from memtier.compaction.worker import ServiceWorker
 from memtier.hudi import HudiTable
 from memtier.io import join, open_fileio
 from tests.support.hms import HiveMetastoreServer, run_hms
@@ -116,11 +115,10 @@ def test_presto_reads_the_snapshot_and_the_base_files_of_a_tier_written_table(pr
         assert len(client.read("events", mode="read_optimized")) == 10  # the changes wait in log files
         _expect(presto, client, "events")
 
-        assert cluster.master.schedule_service("events", "compaction") is not None
+        cluster.plan_service("events")
         (pending,) = HudiTable.open(client.describe("events")["path"]).timeline().pending(("compaction",))
         _expect_while_files_are_being_written(presto, client, "events", pending.timestamp)
-        done = ServiceWorker("svc-0", cluster.master).run_once()
-        assert done is not None and done["state"] == "completed", done
+        cluster.run_planned_service()
         assert _rows(client.read("events", mode="read_optimized").to_pylist()) == snapshot
         _expect(presto, client, "events")
     finally:

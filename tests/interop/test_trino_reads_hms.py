@@ -13,7 +13,6 @@ import pytest
 
 from memtier.catalog import sync_table, trino_catalog_properties
 from memtier.cli import main
-from memtier.compaction.worker import ServiceWorker
 from memtier.errors import InvalidArgumentError, MetastoreError
 from memtier.hudi import HudiTable
 from tests.support.hms import VERSIONS, HiveMetastoreServer, run_hms
@@ -156,12 +155,6 @@ def test_a_kept_connection_outlives_a_metastore_restart(tmp_path) -> None:
     metastore.close()
 
 
-def _compact(cluster: InProcessCluster, table: str) -> None:
-    assert cluster.master.schedule_service(table, "compaction") is not None
-    done = ServiceWorker("svc-0", cluster.master).run_once()
-    assert done is not None and done["state"] == "completed", done
-
-
 def test_the_master_keeps_the_metastore_current_as_flushes_add_partitions(engine, hms, tmp_path) -> None:
     cluster = InProcessCluster(str(tmp_path / "root"), catalog={
         "catalog.hive-metastore": hms.uri, "catalog.database": "live"})
@@ -180,7 +173,7 @@ def test_the_master_keeps_the_metastore_current_as_flushes_add_partitions(engine
         client.write("events", pa.table({"id": [0, 10], "ts": [2, 2], "city": ["oslo", "rome"],
                                          "amount": [9.0, 9.0]}, schema=SCHEMA))
         client.flush("events")
-        _compact(cluster, "events")
+        cluster.run_service("events")
         snapshot = _rows(client.read("events").to_pylist())
         assert (0, 2, "oslo", 9.0) in snapshot
         assert _query(engine, select) == snapshot

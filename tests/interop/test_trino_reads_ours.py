@@ -10,7 +10,6 @@ import pyarrow as pa
 import pytest
 
 from memtier.catalog import sync_table
-from memtier.compaction.worker import ServiceWorker
 from memtier.hudi import HudiTable
 from tests.support.inprocess import InProcessCluster
 from tests.support.model import TableModel
@@ -79,12 +78,6 @@ def _random_history(rng: random.Random, table: HudiTable, model: TableModel, com
             model.upsert(commit, batch)
 
 
-def _compact(cluster: InProcessCluster) -> None:
-    assert cluster.master.schedule_service("t", "compaction") is not None
-    done = ServiceWorker("svc-0", cluster.master).run_once()
-    assert done is not None and done["state"] == "completed", done
-
-
 @pytest.mark.parametrize(("seed", "log_blocks"), [(1, "avro"), (2, "parquet"), (3, "avro")])
 def test_trino_reads_random_histories_as_memtier_and_the_model_do(
     trino: TrinoServer, tmp_path, seed: int, log_blocks: str,
@@ -115,7 +108,7 @@ def test_trino_reads_random_histories_as_memtier_and_the_model_do(
         assert trino_rows(select.format("t_ro")) == read_optimized
         assert trino_rows(select.format("t_rt")) == read_optimized  # Trino 476: base files only
 
-        _compact(cluster)  # the log files become base files: now Trino sees every row
+        cluster.run_service("t")  # the log files become base files: now Trino sees every row
         assert trino_rows(select.format("t_ro")) == snapshot
         assert trino_rows(select.format("t_rt")) == snapshot
         for part in ("p0", "p1", "p2"):
@@ -137,7 +130,7 @@ def test_trino_reads_random_histories_as_memtier_and_the_model_do(
         assert trino_rows(select.format("t_ro")) == _workload_rows(
             client.read("t", mode="read_optimized").to_pylist())
         assert trino_rows(select.format("t_ro") + " WHERE part = 'p9'") == _workload_rows(fresh)
-        _compact(cluster)
+        cluster.run_service("t")
         assert trino_rows(select.format("t_ro")) == now
     finally:
         cluster.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memtier.client import Client
+from memtier.compaction.worker import ServiceWorker
 from memtier.config import TableServerConfig
 from memtier.io import join
 from memtier.master.master import Master
@@ -42,6 +43,20 @@ class InProcessCluster:
             server_id, self._location(server_id), self.config.memory_budget, self.config.max_batch_rows
         )
         return server
+
+    def run_service(self, table: str, kind: str = "compaction", **options: object) -> None:
+        """Plan a table service of ``table`` on the master and run it to completion here."""
+        self.plan_service(table, kind, **options)
+        self.run_planned_service()
+
+    def plan_service(self, table: str, kind: str = "compaction", **options: object) -> None:
+        """Plan a table service of ``table`` on the master (it is pending until run)."""
+        assert self.master.schedule_service(table, kind, **options) is not None, kind
+
+    def run_planned_service(self) -> None:
+        """Run the next planned table service to completion in this process."""
+        done = ServiceWorker("svc-0", self.master).run_once()
+        assert done is not None and done["state"] == "completed", done
 
     def restart_server(self, server_id: str) -> TableServer:
         """The server dies (memory lost, WAL files left as they are) and comes back."""
