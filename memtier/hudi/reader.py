@@ -5,9 +5,9 @@ partition pruning and filters. File slices are read and merged in parallel threa
 from __future__ import annotations
 
 import re
-from functools import partial
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
