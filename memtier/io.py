@@ -256,11 +256,11 @@ class FileIO(ABC):
 
 def _temp_name(path: str) -> str:
     """A fresh name beside ``path`` for writing it before the rename that publishes it. It
-    neither contains ``path``'s name nor ends with a Hudi extension: other engines' Hudi
-    readers (Presto's, Java Hudi's timeline) take any file in a partition folder ending in
-    ``.parquet`` (or holding ``.log.``) for a base (or log) file, and any name in
-    ``.hoodie`` ending in an action for an instant, so a temporary file must look like
-    neither, even when a crash leaves it behind."""
+    neither contains ``path``'s name nor ends with a Hudi extension: other engines recognize
+    Hudi files by name (Presto 0.287's Hudi connector took a half-written
+    ``.memtier-tmp-<uuid>-<base file name>`` for a base file and failed the query), so a
+    temporary file must look like no base file, log file or instant, even when a crash
+    leaves it behind."""
     return join(parent(path), f"{_TEMP_PREFIX}{uuid.uuid4().hex}.tmp")
 
 
