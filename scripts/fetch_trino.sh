@@ -17,7 +17,8 @@ if [ ! -f "$SERVER/.complete" ]; then
     rm -rf "$SERVER" "$CACHE/download"
     mkdir -p "$CACHE/download"
     mvn -B -q org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
-        "-Dartifact=io.trino:trino-server:$VERSION:tar.gz" "-DoutputDirectory=$CACHE/download"
+        "-Dartifact=io.trino:trino-server:$VERSION:tar.gz" "-DoutputDirectory=$CACHE/download" \
+        "-Dmdep.markersDirectory=$CACHE/download/markers"
     # The tarball hard-links jars shared between plugins, so extract it whole, then keep only
     # the server's lib/ and the Hudi plugin (the links keep their files).
     tar xzf "$CACHE/download/trino-server-$VERSION.tar.gz" -C "$CACHE"

@@ -19,7 +19,8 @@ if [ ! -f "$SERVER/.complete" ]; then
     rm -rf "$SERVER" "$CACHE/download"
     mkdir -p "$CACHE/download"
     mvn -B -q org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
-        "-Dartifact=com.facebook.presto:presto-server:$VERSION:tar.gz" "-DoutputDirectory=$CACHE/download"
+        "-Dartifact=com.facebook.presto:presto-server:$VERSION:tar.gz" "-DoutputDirectory=$CACHE/download" \
+        "-Dmdep.markersDirectory=$CACHE/download/markers"
     # Extract whole (plugins share hard-linked jars), then keep the server's lib/ and the two
     # plugins that read Hudi tables: hudi (Presto's Hudi connector) and hive-hadoop2.
     tar xzf "$CACHE/download/presto-server-$VERSION.tar.gz" -C "$CACHE"

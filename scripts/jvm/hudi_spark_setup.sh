@@ -27,7 +27,8 @@ if [[ ! -x "$venv/bin/python" || ! -f "$venv/.requirements" || "$(cat "$venv/.re
 fi
 if [[ ! -s "$jar" ]]; then
     echo "==> fetching $BUNDLE with mvn into $cache/jars" >&2
-    mvn -q -B dependency:copy -Dartifact="$BUNDLE" -DoutputDirectory="$cache/jars" >&2
+    mvn -q -B dependency:copy -Dartifact="$BUNDLE" -DoutputDirectory="$cache/jars" \
+        -Dmdep.markersDirectory="$cache/markers" >&2
 fi
 printf '{"python": "%s", "jar": "%s", "hudi": "%s", "spark": "%s"}\n' \
     "$venv/bin/python" "$jar" "$HUDI_VERSION" "$PYSPARK_VERSION"
