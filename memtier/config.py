@@ -107,6 +107,16 @@ _UNITS = {
 }
 
 
+def parse_size(text: str) -> int:
+    """``"512MB"``, ``"64KiB"``, ``"1GB"``, ``"1000"`` (bytes) -> bytes."""
+    match = re.match(r"^\s*(\d+(?:\.\d*)?)\s*([KMGT]?i?B?)\s*$", text, re.IGNORECASE)
+    if match is None:
+        raise ValueError("not a size (a number and B, KB, MB, GB, KiB, MiB or GiB)")
+    unit = match.group(2).upper().rstrip("B").replace("I", "")
+    factor = 1024 ** "KMGT".index(unit) * 1024 if unit else 1
+    return int(float(match.group(1)) * factor)
+
+
 def parse_duration(text: str) -> timedelta:
     """``"250us"``, ``"2ms"``, ``"1.5s"``, ``"10m"``, ``"12h"``, ``"7d"`` -> timedelta."""
     match = _DURATION.match(text)
@@ -159,25 +169,30 @@ class WalConfig:
         "wal.retention",
         timedelta(days=7),
         parse_duration,
-        "how long a WAL file is kept after its block is flushed",
+        "how long a WAL segment is kept once every block in it is flushed",
+    )
+    segment_bytes: int = setting(
+        "wal.segment-bytes",
+        64 << 20,
+        parse_size,
+        "a table server starts a new WAL segment of a table once the current one holds "
+        "this many bytes",
+    )
+    segment_age: timedelta = setting(
+        "wal.segment-age",
+        timedelta(seconds=60),
+        parse_duration,
+        "... or is this old (a segment is deleted as a whole, after the retention)",
     )
 
     def __post_init__(self) -> None:
         for name in ("group_window", "sync_interval", "retention"):
             if getattr(self, name) < timedelta(0):
                 raise InvalidArgumentError(f"WalConfig.{name} must not be negative")
+        if self.segment_bytes <= 0 or self.segment_age <= timedelta(0):
+            raise InvalidArgumentError("WalConfig.segment_bytes and segment_age must be positive")
         if self.sync_policy is SyncPolicy.INTERVAL and self.sync_interval <= timedelta(0):
             raise InvalidArgumentError("WalConfig.sync_interval must be positive with interval")
-
-
-def parse_size(text: str) -> int:
-    """``"512MB"``, ``"64KiB"``, ``"1GB"``, ``"1000"`` (bytes) -> bytes."""
-    match = re.match(r"^\s*(\d+(?:\.\d*)?)\s*([KMGT]?i?B?)\s*$", text, re.IGNORECASE)
-    if match is None:
-        raise ValueError("not a size (a number and B, KB, MB, GB, KiB, MiB or GiB)")
-    unit = match.group(2).upper().rstrip("B").replace("I", "")
-    factor = 1024 ** "KMGT".index(unit) * 1024 if unit else 1
-    return int(float(match.group(1)) * factor)
 
 
 # ======================================================================================

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from memtier.diskpacing import PacedFile, trickle_unlink
 from memtier.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
@@ -443,8 +444,9 @@ class LocalFileIO(FileIO):
         tmp = _local_path(_temp_name(local))
         try:
             with open(tmp, "wb") as f:
+                paced = PacedFile(f)
                 for piece in _pieces(data):
-                    f.write(piece)
+                    paced.write(piece)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
@@ -466,7 +468,7 @@ class LocalFileIO(FileIO):
         tmp = _local_path(_temp_name(local))
         try:
             with open(tmp, "wb", buffering=1 << 20) as f:
-                yield f
+                yield PacedFile(f)  # type: ignore[misc]
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
@@ -488,8 +490,7 @@ class LocalFileIO(FileIO):
         _fsync_dir(os.path.dirname(dst_local))
 
     def delete(self, path: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(_local_path(path))
+        trickle_unlink(_local_path(path))  # a large file over ~5 ms per 8 MB: off the write path
 
     def delete_dir(self, path: str) -> None:
         import shutil

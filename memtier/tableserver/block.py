@@ -2,19 +2,17 @@
 
 Frames are queued on the table's WAL stream (one sync shared with the other file groups'
 frames of the write, and with concurrent writes) and added to memory in the same order;
-reads see a frame once its append is durable. Sealing closes the block for good and
-writes its own block file in the background, from memory; once that file exists the
-block may be *evicted* (its frames dropped from memory and read back from the file when a
-reader or a flush needs them). A block recovered from its file has no stream.
+reads see a frame once its append is durable. Sealing closes the block for good; a sealed
+block may be *evicted*: its frames are dropped from memory and read back from where they
+lie in the stream's segments when a reader or a flush needs them. A block of an older
+version recovered from its own block file is read back from that file.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Collection, Mapping
-from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +25,8 @@ from memtier.hudi.deletes import DELETE_FLAG, flagged_schema
 from memtier.io import FileIO
 from memtier.master.state import TxnSnapshot
 from memtier.tableserver.keyindex import KeyIndex
-from memtier.wal import PendingAppend, WalHeader, WalStream, read_wal, write_block_file
-from memtier.wal.format import FramePayload, WalContents, frame_payload
-
-log = logging.getLogger(__name__)
+from memtier.wal import FrameRef, PendingAppend, WalFrame, WalHeader, read_frames, read_wal
+from memtier.wal.format import WalContents
 
 __all__ = ["Block", "Frame", "Share"]
 
@@ -66,6 +62,8 @@ class Frame:
     ack: PendingAppend | None = field(default=None, compare=False, repr=False)
     #: The write's memory this frame's batch is a slice of (None: the batch owns its memory).
     share: Share | None = field(default=None, compare=False, repr=False)
+    #: Where its record lies in the WAL stream (None: in the block's own block file).
+    ref: FrameRef | None = field(default=None, compare=False, repr=False)
     _ranges: dict[str, tuple[Any, Any]] = field(default_factory=dict, compare=False, repr=False)
 
     def value_range(self, column: str) -> tuple[Any, Any]:
@@ -94,21 +92,17 @@ class Block:
     def __init__(
         self,
         header: WalHeader,
-        path: str,
         fileio: FileIO,
         *,
-        stream: WalStream | None,
-        files: Executor | None = None,
         frames: list[Frame] | None = None,
         sealed: bool = False,
+        path: str | None = None,
     ) -> None:
         self.header = header
-        self.path = path  # its block file: written when sealed (exists already if recovered)
+        self.path = path  # the block file of a block of an older version, else None
         self._fileio = fileio
-        self._stream = stream
-        self._files = files
-        self._file: Future[None] | None = None  # the block file being written
         self._frames: list[Frame] | None = frames if frames is not None else []
+        self._refs: list[FrameRef] | None = None  # where the frames lie, while evicted
         self._index = KeyIndex(header.schema)  # key columns of the frames, built as reads ask
         self._txns = {f.txn_id for f in self._frames}
         self.rows = sum(f.batch.num_rows for f in self._frames)
@@ -121,9 +115,17 @@ class Block:
         self._lock = threading.Lock()
 
     @classmethod
-    def recovered(cls, fileio: FileIO, contents: WalContents) -> Block:
-        """A block rebuilt from its block file (sealed)."""
-        return cls(contents.header, contents.path, fileio, stream=None, frames=_frames(contents), sealed=True)
+    def from_block_file(cls, fileio: FileIO, contents: WalContents) -> Block:
+        """A block rebuilt from its own block file (sealed)."""
+        frames = [_frame(f) for f in contents.frames]
+        return cls(contents.header, fileio, frames=frames, sealed=True, path=contents.path)
+
+    @classmethod
+    def from_stream(cls, fileio: FileIO, header: WalHeader, frames: list[WalFrame],
+                    refs: list[FrameRef]) -> Block:
+        """A block recovered from the WAL stream's segments (sealed: its writer is gone)."""
+        held = [_frame(f, ref) for f, ref in zip(frames, refs, strict=True)]
+        return cls(header, fileio, frames=held, sealed=True)
 
     @property
     def block_id(self) -> int:
@@ -142,7 +144,7 @@ class Block:
     def add(self, frame: Frame, nbytes: int) -> None:
         """Add ``frame``, queued on the stream already (in the order of these calls), to
         memory, counting ``nbytes`` for it. Reads see it once its append is durable."""
-        assert self._stream is not None and not self.sealed
+        assert frame.ref is not None and not self.sealed
         with self._lock:
             if self._frames is not None:
                 self._frames.append(frame)
@@ -151,50 +153,14 @@ class Block:
             self.nbytes += nbytes
 
     def seal(self) -> None:
-        """Close the block: nothing more is appended; its block file is written in the
-        background (until then its frames are in the stream)."""
-        if self.sealed:
-            return
+        """Close the block: nothing more is appended."""
         self.sealed = True
-        if self._stream is not None and self._frames:
-            assert self._files is not None
-            self._file = self._files.submit(self._write_file)
 
-    def _write_file(self) -> None:
-        stream = self._stream
-        assert stream is not None and self._frames is not None
-        if not all(f.ack is None or f.ack.durable() for f in self._frames):
-            raise WalWriteFailedError(f"{self.path}: a frame of the block never became durable")
-        frames = (  # encoded one at a time, as written
-            FramePayload(
-                frame_payload(self.header.schema, f.batch),
-                f.batch.num_rows,
-                f.txn_id,
-                f.producer_id,
-                f.producer_seq,
-            )
-            for f in self._frames
-        )
-        try:
-            write_block_file(self._fileio, self.path, self.header, frames, int(time.time() * 1000))
-        except Exception:
-            log.exception("%s: cannot write the block file; the block stays in memory and in "
-                          "the WAL stream", self.path)
-            raise
-        stream.materialized(self.header)
-
-    def has_file(self) -> bool:
-        """Whether the block file is written (waiting for a write in progress); a block
-        without one keeps its frames in memory."""
-        if self._stream is None:
-            return True  # recovered from its file
-        if self._file is None:
-            return False
-        try:
-            self._file.result()
-        except Exception:  # logged by the writer
-            return False
-        return True
+    def settle(self) -> bool:
+        """Wait until every frame's append finished; whether all became durable."""
+        with self._lock:
+            frames = [] if self._frames is None else list(self._frames)
+        return all(f.ack is None or f.ack.durable() for f in frames)
 
     def mark_flushed(self, instant: str) -> None:
         self.flushed_instant = instant
@@ -211,10 +177,19 @@ class Block:
 
     # -- reading ----------------------------------------------------------------------
     def evict(self) -> int:
-        """Drop the frames from memory (they stay in the block file, waited for if being
-        written); returns the bytes freed."""
-        if self._frames is None or not self.sealed or not self.has_file():
+        """Drop the frames of a sealed block from memory (they stay in the WAL, waited
+        for if still syncing); returns the bytes freed."""
+        with self._lock:
+            frames = self._frames
+        if frames is None or not self.sealed:
             return 0
+        if not self.settle():
+            raise WalWriteFailedError(f"block {self.block_id} of {self.header.file_group}: a "
+                                      "frame never became durable; it stays in memory")
+        if self.path is None:
+            refs = [f.ref for f in frames]
+            assert all(r is not None for r in refs)
+            self._refs = refs  # type: ignore[assignment]
         return self.drop()
 
     def drop(self) -> int:
@@ -231,12 +206,17 @@ class Block:
 
     def frames(self) -> list[Frame]:
         """Every durable frame (waiting for appends still syncing), from memory or
-        (evicted) from the block file."""
+        (evicted) from the WAL."""
         with self._lock:
             frames = None if self._frames is None else list(self._frames)
         if frames is not None:
             return [f for f in frames if f.ack is None or f.ack.durable()]
-        return _frames(read_wal(self._fileio, self.path))
+        if self.path is not None:
+            return [_frame(f) for f in read_wal(self._fileio, self.path).frames]
+        assert self._refs is not None, "a dropped block has no frames to read back"
+        refs = self._refs
+        read = read_frames(self._fileio, refs, self.header.schema)
+        return [_frame(f, ref) for f, ref in zip(read, refs, strict=True)]
 
     def key_frames(self, pinned: Mapping[str, list[Any]]) -> list[tuple[Frame, np.ndarray]] | None:
         """The durable frames holding a pinned value in every pinned column, each with
@@ -268,16 +248,13 @@ class Block:
             return all(snapshot.resolved(t) for t in self._txns)
 
 
-def _frames(contents: WalContents) -> list[Frame]:
-    """The frames of a WAL, every batch with the delete flag (WAL files written before
+def _frame(f: WalFrame, ref: FrameRef | None = None) -> Frame:
+    """A frame read from a WAL, its batch with the delete flag (WAL files written before
     deletes existed have none: their rows are upserts)."""
-    frames = []
-    for f in contents.frames:
-        batch = f.batch
-        if DELETE_FLAG not in batch.schema.names:
-            batch = pa.RecordBatch.from_arrays(
-                [*batch.columns, pa.array(np.zeros(batch.num_rows, dtype=bool))],
-                schema=flagged_schema(batch.schema),
-            )
-        frames.append(Frame(f.txn_id, f.producer_id, f.producer_seq, batch))
-    return frames
+    batch = f.batch
+    if DELETE_FLAG not in batch.schema.names:
+        batch = pa.RecordBatch.from_arrays(
+            [*batch.columns, pa.array(np.zeros(batch.num_rows, dtype=bool))],
+            schema=flagged_schema(batch.schema),
+        )
+    return Frame(f.txn_id, f.producer_id, f.producer_seq, batch, ref=ref)

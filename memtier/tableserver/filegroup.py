@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Executor
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from memtier.hudi.deletes import flagged_schema
-from memtier.io import FileIO, join
+from memtier.io import FileIO
 from memtier.tableserver.block import Block, Frame
-from memtier.wal import GroupCommitter, WalFileName, WalHeader, WalStream, WalWriter, recover
+from memtier.wal import GroupCommitter, RecoveredBlock, WalHeader, WalWriter, recover
 from memtier.wal.format import check_schema
+from memtier.wal.replay import producer_high_water
 from memtier.wal.storage import WalEntry
 
 __all__ = ["FileGroup", "FileGroupKey"]
@@ -38,22 +38,16 @@ class FileGroup:
         table: str,
         key: FileGroupKey,
         schema: pa.Schema,
-        wal_dir: str,
         fileio: FileIO,
         committer: GroupCommitter,
-        stream: WalStream,
-        files: Executor,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.table = table
         self.key = key
         self.schema = schema
-        self._wal_dir = wal_dir
         self._fileio = fileio
         self._committer = committer  # seals version-1 block files left unsealed
-        self._stream = stream
-        self._files = files  # writes sealed blocks' files
         self._clock = clock
         self.blocks: list[Block] = []
         self.high_water: dict[bytes, int] = {}
@@ -61,23 +55,33 @@ class FileGroup:
         self.lock = threading.Lock()  # one appender at a time: WAL order == memory order
 
     # -- recovery ---------------------------------------------------------------------
-    def recover(self, entries: list[WalEntry], flushed_through: int) -> list[Block]:
-        """Rebuild from this file group's block files (torn tails cut, unsealed version-1
-        ones sealed; blocks found only in a WAL stream have their files written first):
-        blocks up to block ``flushed_through`` are already in the Hudi table; returns the
-        unflushed ones."""
-        unflushed = []
-        for entry in sorted(entries, key=lambda e: e.name.block_id):
+    def recover(
+        self, entries: list[WalEntry], streamed: list[RecoveredBlock], flushed_through: int
+    ) -> list[Block]:
+        """Rebuild from this file group's block files of older versions (torn tails cut,
+        unsealed version-1 ones sealed) and its blocks found in the WAL stream (those with
+        a block file are read from that): blocks up to block ``flushed_through`` are
+        already in the Hudi table; returns the unflushed ones, oldest first."""
+        blocks: dict[int, Block] = {}
+        for entry in entries:
             recovered = recover(self._fileio, entry.path)
-            check_schema(self.schema, flagged_schema(recovered.contents.header.schema),
-                         f"the schema of WAL {entry.path}", "the table's schema")
+            self._check(recovered.contents.header, entry.path)
             if not recovered.contents.sealed:  # its writer is gone: close the block on disk too
                 WalWriter.resume(self._fileio, recovered.contents, self._committer).seal()
-            block = Block.recovered(self._fileio, recovered.contents)
-            for producer, seq in recovered.producer_seqs.items():
-                self.high_water[producer] = max(self.high_water.get(producer, -1), seq)
-            self.next_block_id = max(self.next_block_id, block.block_id + 1)
-            if block.block_id <= flushed_through:
+            blocks[entry.name.block_id] = Block.from_block_file(self._fileio, recovered.contents)
+            self._see(recovered.producer_seqs)
+        for found in streamed:
+            if found.header.block_id not in blocks:
+                self._check(found.header, f"the WAL stream of {self.table}")
+                blocks[found.header.block_id] = Block.from_stream(
+                    self._fileio, found.header, found.frames, found.refs
+                )
+                self._see(producer_high_water(found.frames))
+        unflushed = []
+        for block_id in sorted(blocks):
+            block = blocks[block_id]
+            self.next_block_id = max(self.next_block_id, block_id + 1)
+            if block_id <= flushed_through:
                 block.evict()
                 block.mark_flushed("00000000000000000")  # before any reader's instant
             else:
@@ -85,6 +89,14 @@ class FileGroup:
             self.blocks.append(block)
         self.next_block_id = max(self.next_block_id, flushed_through + 1)
         return unflushed
+
+    def _check(self, header: WalHeader, where: str) -> None:
+        check_schema(self.schema, flagged_schema(header.schema), f"the schema of WAL {where}",
+                     "the table's schema")
+
+    def _see(self, producer_seqs: Mapping[bytes, int]) -> None:
+        for producer, seq in producer_seqs.items():
+            self.high_water[producer] = max(self.high_water.get(producer, -1), seq)
 
     # -- writing ----------------------------------------------------------------------
     def is_duplicate(self, producer: bytes, seq: int) -> bool:
@@ -102,8 +114,7 @@ class FileGroup:
             schema=self.schema,
             created_ms=int(self._clock() * 1000),
         )
-        path = join(self._wal_dir, WalFileName(self.key.file_id, self.next_block_id).name)
-        block = Block(header, path, self._fileio, stream=self._stream, files=self._files)
+        block = Block(header, self._fileio)
         self.next_block_id += 1
         self.blocks.append(block)
         return block

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,17 +50,16 @@ from memtier.tableserver.memory import MemoryAccount
 from memtier.wal import (
     GroupCommitter,
     PendingAppend,
+    RecoveredBlock,
     StreamFrame,
-    WalFileName,
     WalHeader,
     WalStream,
     delete_expired,
     delete_stale_segments,
     list_wals,
     recover_blocks,
-    write_block_file,
 )
-from memtier.wal.format import FramePayload, frame_payload
+from memtier.wal.format import frame_payload
 from memtier.wal.storage import WalEntry
 
 __all__ = ["DELETE_FLAG", "FILE_ID_COLUMN", "PARTITION_COLUMN", "TableServer", "WriteAck"]
@@ -170,10 +169,13 @@ class TableServer:
         self.gc_pauses = LatencyWindow()  # the process's garbage collections, when watched
         self.metrics_url: str | None = None  # where the process serves /metrics, if it does
         self._snapshot = TxnSnapshot(1)
-        self._files = ThreadPoolExecutor(1, thread_name_prefix="memtier-blockfile")
         self._last_flush = time.monotonic()
         self._last_retention = time.monotonic()
-        self._retention = (wal_config or WalConfig()).retention
+        #: Deletes expired WAL segments: a large file goes a few MiB at a time (diskpacing),
+        #: which is not for the thread that seals and flushes.
+        self._retention = ThreadPoolExecutor(1, thread_name_prefix="memtier-wal-retention")
+        self._retention_run: Future[None] | None = None
+        self._wal_config = wal_config or WalConfig()
         self._closed = False
         self._fenced: set[int] = set()  # transactions being resolved: their writes are refused
         self.flusher: Flusher = (
@@ -191,51 +193,26 @@ class TableServer:
         flushed = {(f.partition, f.file_id): f.block_id for f in self._master.flushed_blocks(table)}
         t.flushed.update({FileGroupKey(p, f): b for (p, f), b in flushed.items()})
         wal_dir = join(self._wal_root, table)
-        self._write_stream_blocks(t, wanted)
-        found: dict[FileGroupKey, list[Any]] = {}
-        for entry in list_wals(self._wal_io, wal_dir):
-            bucket = bucket_or_none(entry.name.file_group)
-            if bucket in wanted:
+        files: dict[FileGroupKey, list[WalEntry]] = {}
+        for entry in list_wals(self._wal_io, wal_dir):  # block files of older versions
+            if bucket_or_none(entry.name.file_group) in wanted:
                 key = FileGroupKey(relpath(wal_dir, parent(entry.path)), entry.name.file_group)
-                found.setdefault(key, []).append(entry)
+                files.setdefault(key, []).append(entry)
+        streamed: dict[FileGroupKey, list[RecoveredBlock]] = {}
+        for found in recover_blocks(self._wal_io, join(wal_dir, STREAM_DIR),
+                                    lambda h: bucket_or_none(h.file_group) in wanted):
+            key = FileGroupKey(found.header.partition, found.header.file_group)
+            streamed.setdefault(key, []).append(found)
         with t.flush_lock:
-            for key, entries in found.items():
+            for key in files.keys() | streamed.keys():
                 group = self._new_group(t, key)
-                for block in group.recover(entries, flushed.get((key.partition, key.file_id), 0)):
+                through = flushed.get((key.partition, key.file_id), 0)
+                for block in group.recover(files.get(key, []), streamed.get(key, []), through):
                     self.memory.add(block.memory)
                 t.groups[key] = group
             t.owned |= wanted
         log.info("%s serves buckets %s of %s (%d file groups recovered)",
-                 self.server_id, sorted(wanted), table, len(found))
-
-    def _block_path(self, table: str, header: WalHeader) -> str:
-        """Where the block file of the block ``header`` names lives."""
-        parts = (table, header.partition) if header.partition else (table,)
-        return join(self._wal_root, *parts, WalFileName(header.file_group, header.block_id).name)
-
-    def _write_stream_blocks(self, t: _Table, buckets: set[int]) -> None:
-        """Write the block files of the blocks of ``buckets`` found only in WAL streams
-        (their writer died before sealing them), so recovery reads block files alone."""
-        blocks = recover_blocks(
-            self._wal_io,
-            join(self._wal_root, t.name, STREAM_DIR),
-            lambda h: bucket_or_none(h.file_group) in buckets,
-        )
-        now_ms = int(self._clock() * 1000)
-        for header, frames in blocks:
-            payloads = [
-                FramePayload(
-                    frame_payload(header.schema, f.batch),
-                    f.batch.num_rows,
-                    f.txn_id,
-                    f.producer_id,
-                    f.producer_seq,
-                )
-                for f in frames
-            ]
-            if write_block_file(self._wal_io, self._block_path(t.name, header), header, payloads, now_ms):
-                log.info("%s: block %d of %s/%s recovered from the WAL stream (%d frames)",
-                         t.name, header.block_id, header.partition, header.file_group, len(frames))
+                 self.server_id, sorted(wanted), table, len(files.keys() | streamed.keys()))
 
     def release(self, table: str, buckets: Iterable[int] | None = None) -> None:
         """Stop serving ``buckets`` (all, by default): seal their open blocks, drop them
@@ -252,7 +229,7 @@ class TableServer:
                 with group.lock:
                     group.seal_open()
                     for block in group.blocks:
-                        block.has_file()  # written before the next owner looks for it
+                        block.settle()  # durable in the stream before the next owner reads it
                         self.memory.release(block.drop())
             if not t.owned:
                 with self._lock:
@@ -282,6 +259,8 @@ class TableServer:
                     table=table,
                     owner=self.server_id,
                     committer=self._committer,
+                    segment_bytes=self._wal_config.segment_bytes,
+                    segment_age_s=self._wal_config.segment_age.total_seconds(),
                 )
                 t = self._tables[table] = _Table(table, meta, stream, file_ids=file_ids)
             return t
@@ -296,12 +275,8 @@ class TableServer:
         return t
 
     def _new_group(self, t: _Table, key: FileGroupKey) -> FileGroup:
-        wal_dir = join(self._wal_root, t.name, key.partition) if key.partition else join(
-            self._wal_root, t.name
-        )
         return FileGroup(
-            t.name, key, flagged_schema(t.meta.physical), wal_dir, self._wal_io, self._committer, t.stream,
-            self._files, clock=self._clock,
+            t.name, key, flagged_schema(t.meta.physical), self._wal_io, self._committer, clock=self._clock
         )
 
     # == writes ==========================================================================
@@ -424,15 +399,16 @@ class TableServer:
                 if not fresh:
                     return 0
                 blocks = [group.open_block() for group, _, _ in fresh]
-                pending = t.stream.queue(
+                queued = t.stream.queue(
                     [StreamFrame(b.header, p, batch.num_rows)
                      for b, (_, batch, p) in zip(blocks, fresh, strict=True)],
                     txn_id=txn_id, producer_id=producer_id, producer_seq=producer_seq,
                 )
-                for block, (group, batch, _) in zip(blocks, fresh, strict=True):
-                    # memory keeps the batch, not the payload (decoding an IPC message costs
-                    # more than encoding it again for the block file)
-                    frame = Frame(txn_id, producer_id, producer_seq, batch, ack=pending, share=share)
+                pending = queued.pending
+                for block, (group, batch, _), ref in zip(blocks, fresh, queued.refs, strict=True):
+                    # memory keeps the batch, not the payload (its record in the stream is
+                    # read back only when the block is evicted)
+                    frame = Frame(txn_id, producer_id, producer_seq, batch, ack=pending, share=share, ref=ref)
                     group.add(block, frame, estimate)
                     rows += batch.num_rows
                     added += 1
@@ -579,10 +555,15 @@ class TableServer:
 
     # == flushes =========================================================================
     def maintain(self) -> list[str]:
-        """Periodic work: seal blocks past their age, flush when due or under memory
-        pressure, forget long-flushed blocks. Returns the instants flushed."""
+        """Periodic work: seal blocks past their age, roll WAL segments past theirs,
+        flush when due or under memory pressure, forget long-flushed blocks. Returns the
+        instants flushed."""
         now = time.monotonic()
         max_age = self.config.block_max_age.total_seconds()
+        with self._lock:
+            streams = [t.stream for t in self._tables.values()]
+        for stream in streams:
+            stream.roll_idle()
         for _, group, block in self._blocks():
             if not block.sealed and now - block.created >= max_age and group.blocks[-1] is block:
                 with group.lock:
@@ -594,41 +575,55 @@ class TableServer:
             instants = self.flush()
         for group in {id(g): g for _, g, _ in self._blocks()}.values():
             self.memory.release(group.forget_flushed(now - _FLUSHED_GRACE_S))
-        if now - self._last_retention >= _RETENTION_EVERY_S:
+        if now - self._last_retention >= _RETENTION_EVERY_S and (
+            self._retention_run is None or self._retention_run.done()
+        ):
             self._last_retention = now
-            self.delete_expired_wals()
+            self._retention_run = self._retention.submit(self._sweep_wal)
         return instants
 
+    def _sweep_wal(self) -> None:
+        try:
+            self.delete_expired_wals()
+        except Exception:
+            log.exception("%s: deleting expired WAL failed; tried again in a minute", self.server_id)
+
     def delete_expired_wals(self) -> int:
-        """Delete WAL files of this server's flushed blocks past the retention period
-        (never one whose block is not in the Hudi table); how many were deleted."""
+        """Delete what the WAL holds of blocks flushed longer ago than the retention
+        period (never a block that is not in the Hudi table): stream segments whose every
+        block is, and block files of older versions; how many files were deleted."""
         deleted = 0
         with self._lock:
             tables = list(self._tables.values())
+        now, retention = self._clock(), self._wal_config.retention.total_seconds()
         for t in tables:
             wal_dir = join(self._wal_root, t.name)
+            flushed = {(f.partition, f.file_id): f.block_id for f in self._master.flushed_blocks(t.name)}
 
-            def is_flushed(entry: WalEntry, t: _Table = t, wal_dir: str = wal_dir) -> bool:
+            def is_flushed(h: WalHeader, flushed: dict[tuple[str, str], int] = flushed) -> bool:
+                return h.block_id <= flushed.get((h.partition, h.file_group), 0)
+
+            def file_flushed(entry: WalEntry, t: _Table = t, wal_dir: str = wal_dir) -> bool:
                 if bucket_or_none(entry.name.file_group) not in t.owned:
                     return False  # another server's file group: its owner decides
                 key = FileGroupKey(relpath(wal_dir, parent(entry.path)), entry.name.file_group)
                 return entry.name.block_id <= t.flushed.get(key, 0)
 
-            deleted += len(delete_expired(
-                self._wal_io, wal_dir, is_flushed=is_flushed, now=self._clock(),
-                retention=self._retention,
-            ))
-            delete_stale_segments(
+            deleted += t.stream.delete_flushed(is_flushed, retention_s=retention, now=now)
+            deleted += delete_stale_segments(
                 self._wal_io, join(wal_dir, STREAM_DIR), keep_incarnation=t.stream.incarnation,
-                has_file=lambda h, t=t: self._wal_io.exists(self._block_path(t.name, h)),
-                now=self._clock(),
+                is_flushed=is_flushed, now=now,
+                min_age_s=retention + 2 * self._wal_config.segment_age.total_seconds(),
             )
+            deleted += len(delete_expired(
+                self._wal_io, wal_dir, is_flushed=file_flushed, now=now,
+                retention=self._wal_config.retention,
+            ))
         return deleted
 
     def flush(self, table: str | None = None, *, seal: bool = False) -> list[str]:
         """Flush sealed blocks of resolved transactions (``seal``: seal open blocks
-        first, so everything acknowledged goes); the instants committed. On return every
-        sealed block has its block file."""
+        first, so everything acknowledged goes); the instants committed."""
         with self._lock:
             tables = [self._tables[table]] if table in self._tables else (
                 list(self._tables.values()) if table is None else []
@@ -648,10 +643,6 @@ class TableServer:
                 if instant is not None:
                     self.flush_latency.add(time.perf_counter() - started)
                     instants.append(instant)
-            for group in list(t.groups.values()):
-                for block in list(group.blocks):
-                    if block.sealed:
-                        block.has_file()
         return instants
 
     @property
@@ -820,7 +811,7 @@ class TableServer:
         """Release every WAL file (open blocks stay in the WAL stream unsealed; a restart
         recovers them)."""
         self._closed = True
-        self._files.shutdown(wait=True)
+        self._retention.shutdown(wait=True)
         with self._lock:
             tables = list(self._tables.values())
         for t in tables:

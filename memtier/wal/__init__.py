@@ -1,13 +1,16 @@
-"""The write-ahead log: a group-committed stream per table server, a file per sealed block.
+"""The write-ahead log: a group-committed stream of segments per table and table server.
 
 * :mod:`~memtier.wal.format` - the versioned byte format (header, frames, seal, CRC32C);
 * :mod:`~memtier.wal.storage` - one file, or one object per commit on object stores;
 * :mod:`~memtier.wal.writer` - :class:`WalWriter` and the table server's :class:`GroupCommitter`;
 * :mod:`~memtier.wal.stream` - :class:`WalStream`: every block of a table in one stream, one
-  sync per group commit; block files written whole at seal; recovery of unsealed blocks;
-* :mod:`~memtier.wal.replay` - crash recovery (:func:`recover`);
-* :mod:`~memtier.wal.reader` - frames as Arrow for the read path (:func:`read_wal`);
-* :mod:`~memtier.wal.retention` - which WAL files may be deleted.
+  sync per group commit; frames read back by where they lie; recovery; segment retention;
+* :mod:`~memtier.wal.replay` - crash recovery of a block file (:func:`recover`);
+* :mod:`~memtier.wal.reader` - a block file's frames as Arrow (:func:`read_wal`);
+* :mod:`~memtier.wal.retention` - which block files may be deleted.
+
+Block files (one WAL per block) are what versions before the stream wrote, and what
+:class:`WalWriter` writes on its own (tests); table servers still recover and retain them.
 """
 
 from memtier.config import SyncPolicy, WalConfig
@@ -17,13 +20,16 @@ from memtier.wal.replay import RecoveredWal, producer_high_water, recover
 from memtier.wal.retention import BlockState, WalStatus, delete_expired, expired, list_status
 from memtier.wal.storage import WalEntry, WalFileName, list_wals
 from memtier.wal.stream import (
+    FrameRef,
+    QueuedFrames,
+    RecoveredBlock,
     SegmentName,
     StreamFrame,
     WalStream,
     delete_stale_segments,
+    read_frames,
     read_stream,
     recover_blocks,
-    write_block_file,
 )
 from memtier.wal.writer import CommitStats, FrameLocation, GroupCommitter, PendingAppend, WalWriter
 
@@ -32,8 +38,11 @@ __all__ = [
     "BlockState",
     "CommitStats",
     "FrameLocation",
+    "FrameRef",
     "GroupCommitter",
     "PendingAppend",
+    "QueuedFrames",
+    "RecoveredBlock",
     "RecoveredWal",
     "SegmentName",
     "StreamFrame",
@@ -56,9 +65,9 @@ __all__ = [
     "producer_high_water",
     "read_header",
     "read_seal",
+    "read_frames",
     "read_stream",
     "read_wal",
     "recover",
     "recover_blocks",
-    "write_block_file",
 ]

@@ -58,7 +58,7 @@ import enum
 import functools
 import struct
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,10 +86,10 @@ __all__ = [
     "WalKind",
     "WalSeal",
     "check_schema",
+    "decode_frame_at",
     "decode_seal_record",
     "decode_stream",
     "decode_wal",
-    "encode_block_file",
     "encode_declaration",
     "encode_frame",
     "encode_header",
@@ -345,42 +345,6 @@ def encode_declaration(stream: WalHeader, block: WalHeader, ref: int, *, sync_ma
         RecordKind.BLOCK, payload, sync_mark, 0, _NO_PRODUCER, 0, stream.crc_seed, ref
     )
     return bytes(record) + payload
-
-
-@dataclass(frozen=True)
-class FramePayload:
-    """One acknowledged frame as a block file stores it."""
-
-    payload: pa.Buffer  # see :func:`frame_payload`
-    rows: int
-    txn_id: int
-    producer_id: bytes
-    producer_seq: int
-
-
-def encode_block_file(
-    header: WalHeader, frames: Iterable[FramePayload], sealed_ms: int
-) -> Iterator[Any]:
-    """A whole sealed block file (header, frames, seal) as buffers to write in order (a
-    frame's payload is needed only while it is written); it is published at once, so
-    every record's sync mark is its own offset."""
-    first = encode_header(header)
-    yield first
-    offset, count, rows = len(first), 0, 0
-    for frame in frames:
-        yield frame_record(
-            header.crc_seed,
-            frame.payload,
-            txn_id=frame.txn_id,
-            producer_id=frame.producer_id,
-            producer_seq=frame.producer_seq,
-            sync_mark=offset,
-        )
-        yield frame.payload
-        offset += RECORD_HEADER_SIZE + frame.payload.size
-        count += 1
-        rows += frame.rows
-    yield encode_seal(header, WalSeal(count, rows, sealed_ms), sync_mark=offset)
 
 
 def encode_seal(header: WalHeader, seal: WalSeal, *, sync_mark: int) -> bytes:
@@ -656,6 +620,26 @@ def decode_wal(data: pa.Buffer, path: str) -> WalContents:
             )
         pos += length
     return WalContents(path, header, tuple(frames), seal, pos, data.size - pos)
+
+
+def decode_frame_at(
+    data: pa.Buffer, offset: int, seed: int, schema: pa.Schema, path: str
+) -> WalFrame:
+    """The frame record at ``offset`` of a WAL's bytes ``data`` (a stream segment's
+    records are seeded with ``seed``, its header's :attr:`WalHeader.crc_seed`), every byte
+    checked; :class:`CorruptFileError` if no intact frame is there."""
+    record = _parse_record(data, memoryview(data).cast("B"), offset, seed)
+    if isinstance(record, str) or record.kind is not RecordKind.FRAME or not record.payload_ok:
+        reason = record if isinstance(record, str) else (
+            f"a {record.kind.name.lower()} record" if record.kind is not RecordKind.FRAME
+            else "frame payload checksum mismatch"
+        )
+        raise CorruptFileError(path, offset, f"no intact frame where one was written: {reason}")
+    payload = data.slice(offset + RECORD_HEADER_SIZE, record.payload_length)
+    return WalFrame(
+        offset, RECORD_HEADER_SIZE + record.payload_length, record.txn_id, record.producer_id,
+        record.producer_seq, _decode_batch(payload, schema, path, offset),
+    )
 
 
 def _decode_seal_payload(payload: pa.Buffer, path: str, offset: int) -> WalSeal:

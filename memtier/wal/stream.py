@@ -6,14 +6,17 @@ made durable by one group-committed sync (:class:`~memtier.wal.writer.WalWriter`
 and followers). A stream is a run of *segments*
 ``<stream dir>/<incarnation>.<seq:016x>.stream``: a new one is started past
 :data:`SEGMENT_BYTES` or :data:`SEGMENT_AGE_S`, and the first frame of a block in a
-segment comes with a record declaring the block (its block-file header), so every segment
-can be read on its own.
+segment comes with a record declaring the block (its header), so every segment can be
+read on its own.
 
-A block's own file is written whole when the block is sealed (:func:`write_block_file`,
-from the frames in memory; published at once, sealed). From then on the block is read,
-evicted to and retained through its file as before; a segment is deleted once every block
-it holds has its file. Recovery (:func:`recover_blocks`) gathers the frames of the blocks
-that have no file yet from every segment, torn tails cut off per block.
+The segments are the WAL: no block is written to disk a second time. A frame appended
+is known by where its record lies (:class:`FrameRef`), so an evicted block is read back
+from the segments (:func:`read_frames`), and recovery (:func:`recover_blocks`) gathers
+each block's frames from every segment, torn tails cut off per block. A segment is
+deleted once every block it holds is flushed into the Hudi table and it has been closed
+for the WAL retention (:meth:`WalStream.delete_flushed`; segments of other incarnations:
+:func:`delete_stale_segments`). Block files of older versions are still read
+(:mod:`memtier.wal.reader`).
 """
 
 from __future__ import annotations
@@ -24,13 +27,12 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from memtier.errors import (
-    AlreadyExistsError,
     CorruptFileError,
     NotAWalFileError,
     NotFoundError,
@@ -39,13 +41,12 @@ from memtier.errors import (
 )
 from memtier.io import FileIO, join
 from memtier.wal.format import (
-    FramePayload,
     StreamContents,
     WalFrame,
     WalHeader,
     WalKind,
+    decode_frame_at,
     decode_stream,
-    encode_block_file,
     encode_declaration,
     frame_record,
 )
@@ -55,13 +56,16 @@ from memtier.wal.writer import GroupCommitter, PendingAppend, WalWriter
 __all__ = [
     "SEGMENT_AGE_S",
     "SEGMENT_BYTES",
+    "FrameRef",
+    "QueuedFrames",
+    "RecoveredBlock",
     "SegmentName",
     "StreamFrame",
     "WalStream",
     "delete_stale_segments",
+    "read_frames",
     "read_stream",
     "recover_blocks",
-    "write_block_file",
 ]
 
 log = logging.getLogger(__name__)
@@ -101,6 +105,24 @@ class StreamFrame:
     rows: int
 
 
+@dataclass(frozen=True)
+class FrameRef:
+    """Where a frame's record lies: its segment, the segment's CRC seed, its offset."""
+
+    path: str
+    seed: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class QueuedFrames:
+    """One write's frames queued on a stream: the append to wait for, and where each
+    frame's record lies (in the order the frames were given)."""
+
+    pending: PendingAppend
+    refs: tuple[FrameRef, ...]
+
+
 class _Segment(WalWriter):
     """One segment: frames of many blocks, group-committed like any WAL."""
 
@@ -108,23 +130,28 @@ class _Segment(WalWriter):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._refs: dict[bytes, int] = {}  # block file id -> its reference here
         self._next_ref = itertools.count(1)
-        #: Blocks with frames here and no block file yet: the segment is needed for them.
-        self.pending: set[bytes] = set()
+        #: Every block with frames here, by file id.
+        self.blocks: dict[bytes, WalHeader] = {}
         self.started = time.monotonic()
+        #: When the stream rolled past it (seconds since the epoch), or None.
+        self.closed_at: float | None = None
 
     def queue_frames(
         self, frames: Sequence[StreamFrame], *, txn_id: int, producer_id: bytes, producer_seq: int
-    ) -> PendingAppend:
+    ) -> QueuedFrames:
         """Queue one frame per block (each declared first if new here) as one append. The
         caller serializes the appends of each block."""
         parts: list[object] = []
         mark = self.durable_size
+        at, offsets = 0, []  # each frame record's offset from the start of the append
         for frame in frames:
             ref = self._refs.get(frame.block.file_id)
             if ref is None:
                 ref = self._refs[frame.block.file_id] = next(self._next_ref)
-                self.pending.add(frame.block.file_id)
-                parts.append(encode_declaration(self.header, frame.block, ref, sync_mark=mark))
+                self.blocks[frame.block.file_id] = frame.block
+                declaration = encode_declaration(self.header, frame.block, ref, sync_mark=mark)
+                parts.append(declaration)
+                at += len(declaration)
             record = frame_record(
                 self.header.crc_seed,
                 frame.payload,
@@ -135,7 +162,11 @@ class _Segment(WalWriter):
                 block_ref=ref,
             )
             parts += [record, frame.payload]
-        return self._queue_append(tuple(parts), sum(f.rows for f in frames), len(frames))
+            offsets.append(at)
+            at += len(record) + frame.payload.size
+        pending = self._queue_append(tuple(parts), sum(f.rows for f in frames), len(frames))
+        start, seed = pending.location.offset, self.header.crc_seed
+        return QueuedFrames(pending, tuple(FrameRef(self.path, seed, start + o) for o in offsets))
 
 
 class WalStream:
@@ -182,14 +213,15 @@ class WalStream:
             txn_id=txn_id,
             producer_id=producer_id,
             producer_seq=producer_seq,
-        ).wait()
+        ).pending.wait()
 
     def queue(
         self, frames: Sequence[StreamFrame], *, txn_id: int, producer_id: bytes, producer_seq: int
-    ) -> PendingAppend:
+    ) -> QueuedFrames:
         """Queue one write's frames (one per block) as one append: one sync makes them all
         durable. The caller serializes the appends of each block (the stream order of a
-        block's frames is the order of these calls) and must ``wait()`` for the result."""
+        block's frames is the order of these calls) and must ``wait()`` for the result's
+        pending append."""
         while True:
             segment = self._segment()
             try:
@@ -201,23 +233,45 @@ class WalStream:
                     raise
                 # the segment was rolled before these frames were queued: use the next
 
-    def materialized(self, block: WalHeader) -> None:
-        """``block`` has its own block file now: segments left holding only such blocks
-        are deleted."""
+    def delete_flushed(self, is_flushed: Callable[[WalHeader], bool], *, retention_s: float, now: float) -> int:
+        """Delete the segments rolled past at least ``retention_s`` before ``now`` (epoch
+        seconds) whose every block ``is_flushed``; how many. Deleting a large file takes a
+        while (:mod:`memtier.diskpacing`): call it off the write path."""
         with self._lock:
-            for segment in self._segments:
-                segment.pending.discard(block.file_id)
-            self._delete_done()
+            done = [
+                s for s in self._segments
+                if s.closed_at is not None and now - s.closed_at >= retention_s
+                and all(is_flushed(b) for b in list(s.blocks.values()))
+            ]
+            self._segments = [s for s in self._segments if s not in done]
+        for segment in done:
+            wal_storage(self._fileio, segment.path).delete()
+            log.info("deleted WAL stream segment %s (every block flushed)", segment.path)
+        return len(done)
+
+    def roll_idle(self) -> None:
+        """Close the current segment once it is past the segment age even if no write
+        comes: no segment is appended to long after its last write, so other servers may
+        take one unmodified for longer than that for stale (:func:`delete_stale_segments`)."""
+        with self._lock:
+            current = self._current
+            if current is not None and time.monotonic() - current.started >= self._segment_age_s:
+                self._roll(current)
+                self._current = None
 
     def close(self) -> None:
-        """Sync and release the current segment; segments holding only blocks with files
-        are deleted, the others stay for recovery."""
+        """Sync and release the current segment (segments stay until their blocks are
+        flushed: :meth:`delete_flushed`)."""
         with self._lock:
             self._closed = True
             if self._current is not None:
-                self._current.close()
+                self._roll(self._current)
                 self._current = None
-            self._delete_done()
+
+    def _roll(self, segment: _Segment) -> None:
+        """Close ``segment``: its queued frames are durable before anything follows."""
+        segment.close()
+        segment.closed_at = self._committer.clock()
 
     def _segment(self) -> _Segment:
         with self._lock:
@@ -230,7 +284,7 @@ class WalStream:
             ):
                 return current
             if current is not None:
-                current.close()  # its queued frames are durable before the next segment starts
+                self._roll(current)
             name = SegmentName(self.incarnation, next(self._seq))
             header = WalHeader(
                 self._table,
@@ -245,34 +299,7 @@ class WalStream:
             self._current = _Segment.create(self._fileio, path, header, self._committer)
             assert isinstance(self._current, _Segment)
             self._segments.append(self._current)
-            self._delete_done()
             return self._current
-
-    def _delete_done(self) -> None:
-        """Delete the closed segments no block needs any more (holding ``_lock``)."""
-        keep = []
-        for segment in self._segments:
-            if segment is not self._current and not segment.pending:
-                segment.close()
-                wal_storage(self._fileio, segment.path).delete()
-            else:
-                keep.append(segment)
-        self._segments = keep
-
-
-# -- block files ----------------------------------------------------------------------------
-
-
-def write_block_file(
-    fileio: FileIO, path: str, header: WalHeader, frames: Iterable[FramePayload], sealed_ms: int
-) -> bool:
-    """Publish ``header``'s whole sealed block file at once; False if it exists already."""
-    try:
-        wal_storage(fileio, path).create(encode_block_file(header, frames, sealed_ms))
-    except AlreadyExistsError:
-        return False
-    return True
-
 
 # -- reading and recovery ---------------------------------------------------------------------
 
@@ -292,26 +319,71 @@ def _segments(fileio: FileIO, directory: str) -> list[tuple[SegmentName, str, fl
     return sorted(found)
 
 
+def read_frames(fileio: FileIO, refs: Sequence[FrameRef], schema: pa.Schema) -> list[WalFrame]:
+    """The frames whose records ``refs`` name (in that order), every byte checked; each
+    segment is read once (memory-mapped where the store allows)."""
+    segments: dict[str, pa.Buffer] = {}
+    frames = []
+    for ref in refs:
+        data = segments.get(ref.path)
+        if data is None:
+            data = segments[ref.path] = wal_storage(fileio, ref.path).read()
+        frames.append(decode_frame_at(data, ref.offset, ref.seed, schema, ref.path))
+    return frames
+
+
+@dataclass(frozen=True)
+class RecoveredBlock:
+    """A block's frames gathered from the segments, in order, and where each lies."""
+
+    header: WalHeader
+    frames: list[WalFrame]
+    refs: list[FrameRef]
+
+
 def recover_blocks(
     fileio: FileIO, directory: str, wanted: Callable[[WalHeader], bool]
-) -> list[tuple[WalHeader, list[WalFrame]]]:
+) -> list[RecoveredBlock]:
     """The frames of every ``wanted`` block found in the segments below ``directory``, in
     order (a block's frames may span segments of one incarnation). A wanted block with a
     damaged frame raises its :class:`~memtier.errors.CorruptFileError`; other blocks are
     unaffected, unless the damage lost frames of a block the segment cannot name (it
     might be wanted)."""
-    blocks: dict[bytes, tuple[WalHeader, list[WalFrame]]] = {}
+    blocks: dict[bytes, RecoveredBlock] = {}
     for _, path, _ in _segments(fileio, directory):
         contents = read_stream(fileio, path)
         if contents.error is not None:
             raise contents.error
+        seed = contents.header.crc_seed
         for block in contents.blocks:
             if not wanted(block.header):
                 continue
             if block.error is not None:
                 raise block.error
-            blocks.setdefault(block.header.file_id, (block.header, []))[1].extend(block.frames)
+            found = blocks.setdefault(block.header.file_id, RecoveredBlock(block.header, [], []))
+            found.frames.extend(block.frames)
+            found.refs.extend(FrameRef(path, seed, f.offset) for f in block.frames)
     return list(blocks.values())
+
+
+#: The blocks of the segments :func:`delete_stale_segments` read, by (path, size, mtime):
+#: segments are kept for the WAL retention and looked at every minute meanwhile.
+_DECLARED: dict[tuple[str, int, float], tuple[WalHeader, ...]] = {}
+_DECLARED_MAX = 4096
+
+
+def _declared_blocks(fileio: FileIO, path: str, size: int, mtime: float) -> tuple[WalHeader, ...]:
+    key = (path, size, mtime)
+    found = _DECLARED.get(key)
+    if found is None:
+        contents = read_stream(fileio, path)
+        if contents.error is not None:
+            raise contents.error
+        found = tuple(b.header for b in contents.blocks)
+        if len(_DECLARED) >= _DECLARED_MAX:
+            _DECLARED.clear()
+        _DECLARED[key] = found
+    return found
 
 
 def delete_stale_segments(
@@ -319,27 +391,28 @@ def delete_stale_segments(
     directory: str,
     *,
     keep_incarnation: str | None,
-    has_file: Callable[[WalHeader], bool],
+    is_flushed: Callable[[WalHeader], bool],
     now: float,
-    min_age_s: float = 2 * SEGMENT_AGE_S,
+    min_age_s: float,
 ) -> int:
-    """Delete segments of other incarnations (dead servers, or servers that roll past them
-    after :data:`SEGMENT_AGE_S`) unmodified for ``min_age_s`` whose every block has its
-    file; how many were deleted. A segment that cannot be read is kept."""
+    """Delete the segments of other incarnations (servers that died or restarted, or
+    gave the table up) unmodified for ``min_age_s`` (the WAL retention and more than a
+    segment's age, so no live writer is appending) whose every block ``is_flushed``; how
+    many were deleted. A segment that cannot be read is kept."""
     deleted = 0
-    for name, path, mtime in _segments(fileio, directory):
-        if name.incarnation == keep_incarnation or mtime is None or now - mtime < min_age_s:
+    for info in list_logs(fileio, directory):
+        name = SegmentName.parse(info.name)
+        if name is None or name.incarnation == keep_incarnation or info.mtime is None:
+            continue
+        if now - info.mtime < min_age_s:
             continue
         try:
-            contents = read_stream(fileio, path)
-            if contents.error is not None:
-                raise contents.error
+            blocks = _declared_blocks(fileio, info.path, info.size, info.mtime)
         except (CorruptFileError, NotAWalFileError, UnknownFormatVersionError, NotFoundError) as e:
-            log.warning("%s: unreadable WAL stream segment, kept: %s", path, e)
+            log.warning("%s: unreadable WAL stream segment, kept: %s", info.path, e)
             continue
-        blocks: Iterable[WalHeader] = [b.header for b in contents.blocks]
-        if all(has_file(b) for b in blocks):
-            wal_storage(fileio, path).delete()
-            log.info("deleted WAL stream segment %s (every block has its file)", path)
+        if all(is_flushed(b) for b in blocks):
+            wal_storage(fileio, info.path).delete()
+            log.info("deleted WAL stream segment %s (every block flushed)", info.path)
             deleted += 1
     return deleted

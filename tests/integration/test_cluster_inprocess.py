@@ -20,7 +20,8 @@ from memtier.errors import TransactionError, UnknownColumnError
 from memtier.hudi import HudiTable
 from memtier.io import open_fileio
 from memtier.tableserver.server import TableServer
-from memtier.wal import list_wals
+from memtier.wal import SegmentName, read_stream
+from memtier.wal.storage import list_logs
 from tests.support.hudirs import hudi_rs_read, rows
 from tests.support.inprocess import InProcessCluster
 from tests.support.model import TableModel, project
@@ -96,10 +97,11 @@ def add_server(cluster: InProcessCluster, server_id: str, wal_config: WalConfig)
 
 
 def wal_blocks(cluster: InProcessCluster) -> set[tuple[str, str, int]]:
-    """(partition dir, file group, block id) of every WAL file."""
+    """(partition, file group, block id) of every block with frames in a WAL segment."""
     io = open_fileio(cluster.wal_root)
-    return {(e.path.rsplit("/", 2)[-2], e.name.file_group, e.name.block_id)
-            for e in list_wals(io, cluster.wal_root)}
+    return {(b.header.partition, b.header.file_group, b.header.block_id)
+            for info in list_logs(io, cluster.wal_root) if SegmentName.parse(info.name)
+            for b in read_stream(io, info.path).blocks}
 
 
 @pytest.fixture
@@ -465,10 +467,14 @@ def test_a_write_to_many_file_groups_costs_one_sync(tmp_path) -> None:
 # == WAL retention ========================================================================
 
 
-def test_wal_retention_deletes_only_flushed_blocks_wal_files(tmp_path) -> None:
+#: Retention 0, a new WAL segment for every write: each write's blocks can go on their own.
+EAGER_RETENTION = WalConfig(retention=timedelta(0), segment_bytes=1, segment_age=timedelta(milliseconds=1))
+
+
+def test_wal_retention_deletes_only_segments_whose_blocks_are_all_flushed(tmp_path) -> None:
     cluster = InProcessCluster(str(tmp_path))
     try:
-        server = add_server(cluster, "a", WalConfig(retention=timedelta(0)))
+        server = add_server(cluster, "a", EAGER_RETENTION)
         client = cluster.client()
         create(client)
         flushed = batch(range(40))
@@ -483,38 +489,40 @@ def test_wal_retention_deletes_only_flushed_blocks_wal_files(tmp_path) -> None:
         unflushed = wal_blocks(cluster) - first_blocks
         assert unflushed and {b for _, _, b in first_blocks} == {1}
 
-        assert server.delete_expired_wals() == len(first_blocks)
-        assert wal_blocks(cluster) == unflushed  # every unflushed block keeps its WAL
+        assert server.delete_expired_wals() == 1  # the first write's segment
+        assert wal_blocks(cluster) == unflushed  # every unflushed block keeps its frames
         assert server.delete_expired_wals() == 0
         assert rows(client.read("t"), COLUMNS) == expected(flushed, in_tx, auto)
-        cluster.restart_server("a")  # recovery needs only the WAL files that are left
+        server.evict()  # read back from the segments left
+        assert rows(client.read("t"), COLUMNS) == expected(flushed, in_tx, auto)
+        cluster.restart_server("a")  # recovery needs only the segments that are left
         assert rows(client.read("t"), COLUMNS) == expected(flushed, in_tx, auto)
         assert rows(client.read("t", "committed"), COLUMNS) == expected(flushed, auto)
     finally:
         cluster.close()
 
 
-def test_wal_files_are_kept_for_the_retention_period(cluster: InProcessCluster, client: Client) -> None:
+def test_wal_segments_are_kept_for_the_retention_period(cluster: InProcessCluster, client: Client) -> None:
     create(client)
     client.write("t", batch(range(40)))
     client.flush("t")
-    files = wal_blocks(cluster)
+    blocks = wal_blocks(cluster)
     assert sum(s.delete_expired_wals() for s in cluster.servers.values()) == 0  # default: 7 days
-    assert wal_blocks(cluster) == files
+    assert wal_blocks(cluster) == blocks
 
 
 def test_wal_retention_deletes_flushed_blocks_recovered_after_a_restart(tmp_path) -> None:
     cluster = InProcessCluster(str(tmp_path))
     try:
-        add_server(cluster, "a", WalConfig(retention=timedelta(0)))
+        add_server(cluster, "a", EAGER_RETENTION)
         client = cluster.client()
         create(client)
         client.write("t", batch(range(40)))
         cluster.servers.pop("a").close()  # dies with its blocks open
-        server = add_server(cluster, "a", WalConfig(retention=timedelta(0)))
+        server = add_server(cluster, "a", EAGER_RETENTION)
         assert client.flush("t")
-        recovered = wal_blocks(cluster)
-        assert server.delete_expired_wals() == len(recovered)
+        assert wal_blocks(cluster)
+        assert server.delete_expired_wals() >= 1  # the dead incarnation's segments
         assert wal_blocks(cluster) == set()
     finally:
         cluster.close()

@@ -22,6 +22,7 @@ from memtier.wal import (
     WalWriter,
     delete_expired,
     list_status,
+    read_frames,
     read_header,
     read_seal,
     read_wal,
@@ -150,14 +151,14 @@ def _append(stream: WalStream, block: int, seq: int) -> None:
 
 
 def _recovered(fileio: FileIO, directory: str) -> dict[str, list[int]]:
-    return {h.file_group: [f.producer_seq for f in frames]
-            for h, frames in recover_blocks(fileio, directory, lambda h: True)}
+    return {b.header.file_group: [f.producer_seq for f in b.frames]
+            for b in recover_blocks(fileio, directory, lambda h: True)}
 
 
 def test_stream_of_many_blocks_on_s3(s3_io: FileIO, s3_root: str) -> None:
     """A table server's stream on S3: concurrent writes to 8 blocks share group commits;
     a writer dropped without closing (its process died) leaves every acknowledged frame
-    recoverable per block; a block's file lets its segments go."""
+    recoverable per block and readable by where it lies; flushed blocks let their segments go."""
     from concurrent.futures import ThreadPoolExecutor
 
     directory = join(s3_root, "stream")
@@ -172,10 +173,10 @@ def test_stream_of_many_blocks_on_s3(s3_io: FileIO, s3_root: str) -> None:
     assert len(segments) > 1  # the stream rolled over to new segments
     assert _recovered(s3_io, directory) == {f"fg{b}": list(range(6)) for b in range(8)}
 
-    headers = {h.file_group: h for h, _ in recover_blocks(s3_io, directory, lambda h: True)}
-    for h in headers.values():
-        stream.materialized(h)
+    for block in recover_blocks(s3_io, directory, lambda h: True):
+        assert [f.batch for f in read_frames(s3_io, block.refs, SCHEMA)] == [f.batch for f in block.frames]
     stream.close()
+    assert stream.delete_flushed(lambda h: True, retention_s=0, now=time.time()) == len(segments)
     committer.close()
     assert [i for i in list_logs(s3_io, directory) if SegmentName.parse(i.name)] == []
 

@@ -104,7 +104,7 @@ def test_key_filtered_reads_equal_filtering_every_row(ops, variant, probe, commi
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_resident_blocks_answer_through_their_index_evicted_ones_from_their_file() -> None:
+def test_resident_blocks_answer_through_their_index_evicted_ones_from_the_wal() -> None:
     root = tempfile.mkdtemp(prefix="memtier-keyindex-")
     cluster = InProcessCluster(root)
     try:
@@ -120,7 +120,7 @@ def test_resident_blocks_answer_through_their_index_evicted_ones_from_their_file
         read = dict(table="t", as_of_instant=None, columns=["id", "ts"], key_filters=[("id", "=", 2)])
         assert server.read(**read).select(["id", "ts"]).to_pylist() == [{"id": 2, "ts": t} for t in range(3)]
         server.evict()
-        assert block.key_frames({"id": [2]}) is None  # read back from the block file instead
+        assert block.key_frames({"id": [2]}) is None  # read back from the WAL stream instead
         assert server.read(**read).select(["id", "ts"]).to_pylist() == [{"id": 2, "ts": t} for t in range(3)]
         client.close()
     finally:

@@ -1,5 +1,6 @@
 """WAL streams: many blocks' frames in one group-committed stream, each block recovered on
-its own; block files written whole; version-1 block files still read."""
+its own, each frame read back by where it lies; segments deleted once their blocks are
+flushed; version-1 block files still read."""
 
 from __future__ import annotations
 
@@ -15,17 +16,18 @@ from memtier.io import FileIO, open_fileio
 from memtier.wal import (
     GroupCommitter,
     SegmentName,
+    StreamFrame,
     WalHeader,
     WalStream,
     WalWriter,
     delete_stale_segments,
+    read_frames,
     read_stream,
     read_wal,
     recover,
     recover_blocks,
-    write_block_file,
 )
-from memtier.wal.format import RECORD_HEADER_SIZE, FramePayload, frame_payload
+from memtier.wal.format import RECORD_HEADER_SIZE, frame_payload
 from memtier.wal.storage import list_logs
 from tests.support.wal import SCHEMA, batch_for, header, producer_id
 
@@ -56,8 +58,8 @@ def segments(fileio: FileIO, directory: str) -> list[str]:
 
 def by_block(fileio: FileIO, directory: str) -> dict[str, list[int]]:
     return {
-        h.file_group: [f.producer_seq for f in frames]
-        for h, frames in recover_blocks(fileio, directory, lambda h: True)
+        b.header.file_group: [f.producer_seq for f in b.frames]
+        for b in recover_blocks(fileio, directory, lambda h: True)
     }
 
 
@@ -85,7 +87,7 @@ def test_one_sync_per_write_to_many_blocks(root: str) -> None:
     assert all(found[f"fg{b}"] == list(range(1, 21)) for b in range(1, 8))
 
 
-def test_blocks_span_segments_and_segments_go_once_every_block_has_its_file(root: str) -> None:
+def test_blocks_span_segments_and_segments_go_once_their_blocks_are_flushed(root: str) -> None:
     fileio = open_fileio(root)
     with GroupCommitter() as committer:
         stream = WalStream(
@@ -100,21 +102,29 @@ def test_blocks_span_segments_and_segments_go_once_every_block_has_its_file(root
         for path in segments(fileio, f"{root}/s"):  # each declares the blocks it holds
             assert all(b.header == block_header(int(b.header.file_group[2:]))
                        for b in read_stream(fileio, path).blocks)
-        headers = {h.file_group: (h, frames) for h, frames in
-                   recover_blocks(fileio, f"{root}/s", lambda h: True)}
-        for name in ("fg0", "fg1"):
-            h, frames = headers[name]
-            stream.materialized(h)
-        left = segments(fileio, f"{root}/s")
-        assert left and all(
-            {b.header.file_group for b in read_stream(fileio, p).blocks} & {"fg2"}
-            or p == left[-1]
-            for p in left
-        )
-        stream.materialized(headers["fg2"][0])
-        assert len(segments(fileio, f"{root}/s")) == 1  # the current one
+        flushed: set[str] = set()
+
+        def delete(retention_s: float = 0.0, now: float | None = None) -> int:
+            return stream.delete_flushed(lambda h: h.file_group in flushed, retention_s=retention_s,
+                                         now=time.time() if now is None else now)
+
+        def holding(names: set[str]) -> list[str]:  # closed segments of only these blocks
+            return [p for p in segments(fileio, f"{root}/s")[:-1]
+                    if {b.header.file_group for b in read_stream(fileio, p).blocks} <= names]
+
+        assert delete() == 0  # nothing flushed
+        flushed |= {"fg0", "fg1"}
+        doomed = holding(flushed)
+        assert delete() == len(doomed) and not set(doomed) & set(segments(fileio, f"{root}/s"))
+        assert by_block(fileio, f"{root}/s")["fg2"] == list(range(12))  # fg2 keeps every frame
+        flushed.add("fg2")
+        assert delete(retention_s=3600) == 0  # flushed, but within the retention
+        before = len(segments(fileio, f"{root}/s"))
+        assert delete(retention_s=3600, now=time.time() + 3601) == before - 1
+        assert len(segments(fileio, f"{root}/s")) == 1  # the current one: never while written
         stream.close()
-        assert segments(fileio, f"{root}/s") == []  # closed, every block has its file
+        assert delete() == 1
+        assert segments(fileio, f"{root}/s") == []
         with pytest.raises(WalClosedError):
             append(stream, 0, 99)
 
@@ -129,25 +139,33 @@ def test_a_closed_stream_keeps_the_segments_of_blocks_without_files(root: str) -
     assert by_block(fileio, f"{root}/s") == {"fg0": [0]}
 
 
-def test_block_files_are_written_whole_and_sealed(root: str) -> None:
+def test_frames_are_read_back_by_where_they_lie_and_checked(root: str) -> None:
     fileio = open_fileio(root)
-    h = header("fg", 4)
-    batches = [batch_for(1, s) for s in range(3)]
-    frames = [
-        FramePayload(frame_payload(SCHEMA, b), b.num_rows, s, producer_id(1), s)
-        for s, b in enumerate(batches)
-    ]
-    path = f"{root}/fg.0000000000000004.wal"
-    assert write_block_file(fileio, path, h, frames, 1234)
-    assert not write_block_file(fileio, path, h, frames, 5678)  # exists: left as it is
-    contents = recover(fileio, path).contents
-    assert contents.header == h and contents.sealed and contents.seal.sealed_ms == 1234
-    assert [f.batch for f in contents.frames] == batches
-    data = bytearray(fileio.read_bytes(path))
-    data[contents.frames[1].offset + 70] ^= 1  # damage inside: never taken for a torn tail
-    fileio.write_atomic(path, bytes(data))
-    with pytest.raises(CorruptFileError, match="written after"):
-        read_wal(fileio, path)
+    with GroupCommitter() as committer:
+        stream = WalStream(
+            fileio, f"{root}/s", table="t", owner="a", committer=committer, segment_bytes=3000
+        )
+        refs = []
+        for seq in range(6):
+            frames = [StreamFrame(block_header(b), frame_payload(SCHEMA, batch_for(b, seq)),
+                                  batch_for(b, seq).num_rows) for b in (0, 1)]
+            queued = stream.queue(frames, txn_id=seq, producer_id=producer_id(0), producer_seq=seq)
+            queued.pending.wait()
+            refs.append(queued.refs)
+        stream.close()
+    assert len({r.path for pair in refs for r in pair}) > 1  # spans segments
+    for b in (0, 1):
+        read = read_frames(fileio, [pair[b] for pair in refs], SCHEMA)
+        assert [f.batch for f in read] == [batch_for(b, seq) for seq in range(6)]
+        assert [(f.txn_id, f.producer_seq) for f in read] == [(seq, seq) for seq in range(6)]
+    ref = refs[2][1]
+    data = bytearray(fileio.read_bytes(ref.path))
+    data[ref.offset + RECORD_HEADER_SIZE + 10] ^= 1  # the payload
+    fileio.write_atomic(ref.path, bytes(data))
+    with pytest.raises(CorruptFileError, match="payload checksum"):
+        read_frames(fileio, [ref], SCHEMA)
+    with pytest.raises(CorruptFileError, match="no intact frame"):
+        read_frames(fileio, [type(ref)(ref.path, ref.seed, ref.offset + 8)], SCHEMA)
 
 
 def test_stream_and_block_files_are_told_apart(root: str) -> None:
@@ -188,7 +206,7 @@ def test_version_1_block_files_are_still_read(tmp_path: Path) -> None:
     assert again.sealed and [f.producer_seq for f in again.frames] == [0, 1, 2]
 
 
-def test_stale_segments_of_other_incarnations_go_once_their_blocks_have_files(root: str) -> None:
+def test_stale_segments_of_other_incarnations_go_once_their_blocks_are_flushed(root: str) -> None:
     fileio = open_fileio(root)
     with GroupCommitter() as committer:
         dead = WalStream(fileio, f"{root}/s", table="t", owner="a", committer=committer)
@@ -197,17 +215,17 @@ def test_stale_segments_of_other_incarnations_go_once_their_blocks_have_files(ro
         dead.close()
         live = WalStream(fileio, f"{root}/s", table="t", owner="a", committer=committer)
         append(live, 2, 0)
-        with_files = {"fg0"}
+        flushed = {"fg0"}
 
         def sweep(now: float) -> int:
             return delete_stale_segments(
                 fileio, f"{root}/s", keep_incarnation=live.incarnation,
-                has_file=lambda h: h.file_group in with_files, now=now,
+                is_flushed=lambda h: h.file_group in flushed, now=now, min_age_s=120,
             )
 
         later = time.time() + 3600
-        assert sweep(later) == 0  # fg1 has no file yet
-        with_files.add("fg1")
+        assert sweep(later) == 0  # fg1 is not flushed yet
+        flushed.add("fg1")
         assert sweep(time.time()) == 0  # too recent: its writer may still append
         assert sweep(later) == 1
         assert by_block(fileio, f"{root}/s") == {"fg2": [0]}  # the live one is kept
