@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,7 +102,8 @@ class Block:
         self.path = path  # the block file of a block of an older version, else None
         self._fileio = fileio
         self._frames: list[Frame] | None = frames if frames is not None else []
-        self._refs: list[FrameRef] | None = None  # where the frames lie, while evicted
+        #: While evicted: each frame's transaction, rows and place in the WAL stream.
+        self._evicted: list[tuple[int, int, FrameRef]] | None = None
         self._index = KeyIndex(header.schema)  # key columns of the frames, built as reads ask
         self._txns = {f.txn_id for f in self._frames}
         self.rows = sum(f.batch.num_rows for f in self._frames)
@@ -187,9 +188,7 @@ class Block:
             raise WalWriteFailedError(f"block {self.block_id} of {self.header.file_group}: a "
                                       "frame never became durable; it stays in memory")
         if self.path is None:
-            refs = [f.ref for f in frames]
-            assert all(r is not None for r in refs)
-            self._refs = refs  # type: ignore[assignment]
+            self._evicted = [(f.txn_id, f.batch.num_rows, f.ref) for f in frames]  # type: ignore[misc]
         return self.drop()
 
     def drop(self) -> int:
@@ -213,10 +212,26 @@ class Block:
             return [f for f in frames if f.ack is None or f.ack.durable()]
         if self.path is not None:
             return [_frame(f) for f in read_wal(self._fileio, self.path).frames]
-        assert self._refs is not None, "a dropped block has no frames to read back"
-        refs = self._refs
+        assert self._evicted is not None, "a dropped block has no frames to read back"
+        refs = [ref for _, _, ref in self._evicted]
         read = read_frames(self._fileio, refs, self.header.schema)
         return [_frame(f, ref) for f, ref in zip(read, refs, strict=True)]
+
+    def wal_frames(self, keep: Callable[[int], bool]) -> list[tuple[int, FrameRef]] | None:
+        """The row count and place in the WAL stream of each durable frame whose
+        transaction ``keep`` takes, in order, without reading a frame back; None for a
+        block of an older version (its own block file holds its frames)."""
+        if self.path is not None:
+            return None
+        with self._lock:
+            frames = None if self._frames is None else list(self._frames)
+            evicted = self._evicted
+        if frames is None:
+            assert evicted is not None, "a dropped block has no frames"
+            return [(rows, ref) for txn, rows, ref in evicted if keep(txn)]
+        durable = [f for f in frames if f.ack is None or f.ack.durable()]
+        assert all(f.ref is not None for f in durable)
+        return [(f.batch.num_rows, f.ref) for f in durable if keep(f.txn_id)]  # type: ignore[misc]
 
     def key_frames(self, pinned: Mapping[str, list[Any]]) -> list[tuple[Frame, np.ndarray]] | None:
         """The durable frames holding a pinned value in every pinned column, each with

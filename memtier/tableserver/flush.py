@@ -29,8 +29,10 @@ from memtier.hudi.routing import all_unique, keep_latest, locate
 from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
 from memtier.hudi.timeline import Timeline
 from memtier.hudi.writer import ensure_partition_metadata, plan_changes, planned_metadata, write_files
+from memtier.io import FileIO
+from memtier.wal import FrameRef, read_frames
 
-__all__ = ["FlushGroup", "FlushJob", "Planned"]
+__all__ = ["FlushGroup", "FlushJob", "FlushRows", "Planned", "WalRows", "read_rows"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,27 @@ class FlushGroup:
     partition: str
     file_id: str
     new: bool
+
+
+@dataclass(frozen=True)
+class WalRows:
+    """A file group's rows for a flush as where they lie in the WAL stream (each frame's
+    record, in write order): whoever runs the flush reads them there, memory-mapped, so
+    they never cross a pipe. Blocks of older versions, with block files of their own,
+    are flushed from a table of their rows instead."""
+
+    refs: tuple[FrameRef, ...]
+    num_rows: int
+
+
+def read_rows(wal: FileIO, refs: Sequence[FrameRef], schema: pa.Schema) -> pa.Table:
+    """The rows of the frames at ``refs`` in the WAL on ``wal`` (``schema``: the table's,
+    delete flag included), in order."""
+    return pa.Table.from_batches([f.batch for f in read_frames(wal, refs, schema)], schema=schema)
+
+
+#: A file group's rows for a flush: the rows, or where they lie in the WAL.
+FlushRows = pa.Table | WalRows
 
 
 @dataclass(frozen=True)

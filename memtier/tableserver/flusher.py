@@ -4,10 +4,10 @@ that acknowledges writes; or inline, in the table server's own process.
 
 The worker is a child process (running :func:`main`) serving one
 flush at a time over two pipes. A flush is two requests, as :class:`FlushJob` is two
-steps: ``plan`` (a JSON header, then each file group's rows as an Arrow IPC stream; the
-reply names the files, for the master's inflight instant) and ``write`` (the reply: the
-write stats of the files, written durably). The rows come from the table server's blocks
-(read back from their WAL files if evicted), so the worker needs no WAL layout.
+steps: ``plan`` (a JSON header naming, for each file group, where its rows lie in the WAL
+stream, which the worker reads itself; only the rows of blocks of older versions follow
+as Arrow IPC streams; the reply names the files, for the master's inflight instant) and
+``write`` (the reply: the write stats of the files, written durably).
 
 Nothing acknowledged depends on the worker. If it dies mid-flush, the table server sees
 its pipe close: the flush fails, the master rolls the instant back (deleting any file the
@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -39,11 +39,12 @@ import pyarrow as pa
 from memtier.errors import CommitFailedError, MemtierError
 from memtier.hudi.deletes import flagged_schema
 from memtier.hudi.tablemeta import TableMeta
-from memtier.io import open_fileio
+from memtier.io import FileIO, open_fileio
 from memtier.placement import pin
 from memtier.rpc.codec import dumps, error_from_wire, error_to_wire, loads
-from memtier.tableserver.flush import FlushGroup, FlushJob, Planned
+from memtier.tableserver.flush import FlushGroup, FlushJob, FlushRows, Planned, WalRows, read_rows
 from memtier.tableserver.memory import return_freed_memory
+from memtier.wal import FrameRef
 
 __all__ = ["Flusher", "InlineFlusher", "ProcessFlusher"]
 
@@ -63,7 +64,7 @@ class Flusher(Protocol):
     """Runs flushes: plan, ``planned`` told what will be written (before any file is),
     then write; the plan and the write stats."""
 
-    def run(self, meta: TableMeta, instant: str, groups: Sequence[FlushGroup], tables: Sequence[pa.Table],
+    def run(self, meta: TableMeta, instant: str, groups: Sequence[FlushGroup], rows: Sequence[FlushRows],
             planned: Callable[[Planned], None]) -> tuple[Planned, list[dict[str, Any]]]: ...
 
     @property
@@ -75,12 +76,17 @@ class Flusher(Protocol):
 
 
 class InlineFlusher:
-    """Flushes in this process."""
+    """Flushes in this process; rows in the WAL are read from ``wal``."""
 
     pid = None
 
-    def run(self, meta: TableMeta, instant: str, groups: Sequence[FlushGroup], tables: Sequence[pa.Table],
+    def __init__(self, wal: FileIO) -> None:
+        self._wal = wal
+
+    def run(self, meta: TableMeta, instant: str, groups: Sequence[FlushGroup], rows: Sequence[FlushRows],
             planned: Callable[[Planned], None]) -> tuple[Planned, list[dict[str, Any]]]:
+        schema = flagged_schema(meta.physical)
+        tables = [read_rows(self._wal, r.refs, schema) if isinstance(r, WalRows) else r for r in rows]
         job = FlushJob(meta, instant, groups, tables)
         plan = job.plan()
         planned(plan)
@@ -159,15 +165,17 @@ class _Worker:
 
 class ProcessFlusher:
     """Flushes in a worker process, started at the first flush and again after it dies or
-    misses the ``timeout`` (seconds) of a request; pinned to ``cpus`` if given. Flushes go
-    one at a time; tables on ``memory://`` (which lives in this process only) flush inline."""
+    misses the ``timeout`` (seconds) of a request; pinned to ``cpus`` if given; it reads
+    rows from the WAL on ``wal``. Flushes go one at a time; tables or WALs on
+    ``memory://`` (which lives in this process only) flush inline."""
 
-    def __init__(self, timeout: float, *, cpus: frozenset[int] | None = None) -> None:
+    def __init__(self, timeout: float, wal: FileIO, *, cpus: frozenset[int] | None = None) -> None:
         self.timeout = timeout
+        self._wal = wal
         self._cpus = cpus
         self._lock = threading.Lock()
         self._worker: _Worker | None = None
-        self._inline = InlineFlusher()
+        self._inline = InlineFlusher(wal)
 
     @property
     def pid(self) -> int | None:
@@ -181,17 +189,19 @@ class ProcessFlusher:
         worker = self._worker
         return worker.cpus if worker is not None else None
 
-    def run(self, meta: TableMeta, instant: str, groups: Sequence[FlushGroup], tables: Sequence[pa.Table],
+    def run(self, meta: TableMeta, instant: str, groups: Sequence[FlushGroup], rows: Sequence[FlushRows],
             planned: Callable[[Planned], None]) -> tuple[Planned, list[dict[str, Any]]]:
-        if urlsplit(meta.base_path).scheme == "memory":
-            return self._inline.run(meta, instant, groups, tables, planned)
+        if "memory" in (urlsplit(meta.base_path).scheme, urlsplit(self._wal.root).scheme):
+            return self._inline.run(meta, instant, groups, rows, planned)
         with self._lock:
             worker = self._running()
             try:
                 result = worker.call({
                     "op": "plan", "path": meta.base_path, "storage_options": meta.io.storage_options,
+                    "wal": self._wal.root, "wal_options": self._wal.storage_options,
                     "instant": instant, "groups": [[g.partition, g.file_id, g.new] for g in groups],
-                }, tables, self.timeout)
+                    "refs": [_refs(r) for r in rows],
+                }, [r for r in rows if not isinstance(r, WalRows)], self.timeout)
                 plan = Planned(result["metadata"], [(p, f) for p, f in result["file_groups"]])
                 planned(plan)
                 return plan, worker.call({"op": "write"}, (), self.timeout)
@@ -226,6 +236,11 @@ def _widen(fd: int) -> None:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
 
 
+def _refs(rows: FlushRows) -> list[list[Any]] | None:
+    """Where ``rows`` lie in the WAL, as the worker's request carries it (None: sent as IPC)."""
+    return [[r.path, r.seed, r.offset] for r in rows.refs] if isinstance(rows, WalRows) else None
+
+
 def _ipc(table: pa.Table) -> pa.Buffer:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
@@ -246,6 +261,7 @@ def _watch_parent(parent: int) -> None:
 def serve(requests: Connection, replies: Connection) -> None:
     """Answer flush requests until the table server closes the pipe."""
     metas: dict[str, TableMeta] = {}
+    wals: dict[str, FileIO] = {}
     job: FlushJob | None = None
     while True:
         try:
@@ -255,11 +271,16 @@ def serve(requests: Connection, replies: Connection) -> None:
         try:
             if header["op"] == "plan":
                 groups = [FlushGroup(p, f, bool(n)) for p, f, n in header["groups"]]
-                tables = [pa.ipc.open_stream(pa.py_buffer(requests.recv_bytes())).read_all() for _ in groups]
+                sent = [pa.ipc.open_stream(pa.py_buffer(requests.recv_bytes())).read_all()
+                        for refs in header["refs"] if refs is None]
                 meta = metas.get(header["path"])
-                if meta is None or any(t.schema != flagged_schema(meta.physical) for t in tables):
+                if meta is None or any(t.schema != flagged_schema(meta.physical) for t in sent):
                     io = open_fileio(header["path"], header["storage_options"] or None)
                     meta = metas[header["path"]] = TableMeta.load(io, header["path"])
+                wal = wals.get(header["wal"])
+                if wal is None:
+                    wal = wals[header["wal"]] = open_fileio(header["wal"], header["wal_options"] or None)
+                tables = _tables(header["refs"], iter(sent), wal, flagged_schema(meta.physical))
                 job = FlushJob(meta, header["instant"], groups, tables)
                 plan = job.plan()
                 result: Any = {"metadata": plan.metadata, "file_groups": plan.file_groups}
@@ -274,6 +295,14 @@ def serve(requests: Connection, replies: Connection) -> None:
             log.exception("flush failed in the flush worker")
             reply = error_to_wire(CommitFailedError(f"the flush worker failed: {type(e).__name__}: {e}"))
         replies.send_bytes(reply)
+
+
+def _tables(refs: list[list[list[Any]] | None], sent: Iterator[pa.Table], wal: FileIO,
+            schema: pa.Schema) -> list[pa.Table]:
+    """Each file group's rows: read from the WAL where the request says they lie, else the
+    next table sent."""
+    return [next(sent) if where is None else read_rows(wal, [FrameRef(*r) for r in where], schema)
+            for where in refs]
 
 
 def main(argv: Sequence[str]) -> None:

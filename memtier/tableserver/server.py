@@ -43,7 +43,7 @@ from memtier.latency import LatencyWindow
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
 from memtier.tableserver.block import Block, Frame, Share
 from memtier.tableserver.filegroup import FileGroup, FileGroupKey
-from memtier.tableserver.flush import FlushGroup, Planned
+from memtier.tableserver.flush import FlushGroup, FlushRows, Planned, WalRows
 from memtier.tableserver.flusher import Flusher, InlineFlusher, ProcessFlusher
 from memtier.tableserver.master_link import FlushedBlock, MasterLink
 from memtier.tableserver.memory import MemoryAccount
@@ -179,8 +179,8 @@ class TableServer:
         self._closed = False
         self._fenced: set[int] = set()  # transactions being resolved: their writes are refused
         self.flusher: Flusher = (
-            ProcessFlusher(self.config.flush_timeout.total_seconds(), cpus=flush_cpus)
-            if self.config.flush_worker is FlushWorker.PROCESS else InlineFlusher()
+            ProcessFlusher(self.config.flush_timeout.total_seconds(), self._wal_io, cpus=flush_cpus)
+            if self.config.flush_worker is FlushWorker.PROCESS else InlineFlusher(self._wal_io)
         )
 
     # == ownership =======================================================================
@@ -717,16 +717,21 @@ class TableServer:
 
     def _rows(
         self, t: _Table, group: FileGroup, blocks: list[Block], snapshot: TxnSnapshot
-    ) -> tuple[FlushGroup, pa.Table]:
-        """The blocks' committed rows in write order (read back from the WAL if evicted),
-        delete flags included."""
-        batches = [f.batch for b in blocks for f in b.frames() if snapshot.committed(f.txn_id)]
+    ) -> tuple[FlushGroup, FlushRows]:
+        """The blocks' committed rows in write order, delete flags included: where they lie
+        in the WAL stream (the flusher reads them there), or, for blocks of older versions,
+        the rows themselves (read back from their block files if evicted)."""
         new = (group.key.partition, bucket_or_none(group.key.file_id)) not in t.file_ids
-        return (FlushGroup(group.key.partition, group.key.file_id, new),
-                pa.Table.from_batches(batches, schema=group.schema))
+        flush_group = FlushGroup(group.key.partition, group.key.file_id, new)
+        placed = [b.wal_frames(snapshot.committed) for b in blocks]
+        if all(p is not None for p in placed):
+            frames = [f for p in placed for f in p]  # type: ignore[union-attr]
+            return flush_group, WalRows(tuple(ref for _, ref in frames), sum(n for n, _ in frames))
+        batches = [f.batch for b in blocks for f in b.frames() if snapshot.committed(f.txn_id)]
+        return flush_group, pa.Table.from_batches(batches, schema=group.schema)
 
     def _commit_flush(
-        self, t: _Table, work: list[tuple[FlushGroup, pa.Table]], flushed: list[FlushedBlock],
+        self, t: _Table, work: list[tuple[FlushGroup, FlushRows]], flushed: list[FlushedBlock],
         published: Callable[[str], None],
     ) -> tuple[str, list[tuple[str, str]]]:
         """One deltacommit through the master: requested, inflight (naming the files the

@@ -14,11 +14,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from memtier.client import Transaction
 from memtier.config import FlushWorker, TableServerConfig
 from memtier.errors import CommitFailedError
 from memtier.hudi.filenames import LogFile, classify
 from memtier.hudi.tablemeta import TableMeta
 from memtier.io import open_fileio
+from memtier.tableserver.flush import WalRows
 from tests.support.hudirs import hudi_rs_read, rows
 from tests.support.inprocess import InProcessCluster
 from tests.support.waiting import wait_until
@@ -171,3 +173,30 @@ def test_a_hung_flush_worker_is_killed_at_the_deadline_and_flushing_resumes(tmp_
         assert rows(hudi_rs_read(_path(cluster))) == expected
     finally:
         cluster.close()
+
+
+def test_the_worker_reads_a_flush_s_rows_from_the_wal_committed_frames_only(cluster) -> None:
+    """The table server hands the worker where the rows lie in the WAL stream, not the
+    rows: evicted blocks are not read back by the server, and frames of a transaction still
+    open stay out of the flush."""
+    client = cluster.client()
+    server = cluster.servers["ts-0"]
+    client.write("t", _batch(0, 2000, 1))
+    tx = Transaction(client, "t", "open")
+    tx.write(_batch(5000, 10, 1))
+    client.write("t", _batch(1000, 2000, 2))
+    t = server._table("t")
+    for group in t.groups.values():
+        with group.lock:
+            group.seal_open()
+    assert server.evict() > 0
+    assert all(not b.resident for g in t.groups.values() for b in g.blocks)
+    snapshot = cluster.master.txn_snapshot()
+    placed = [server._rows(t, g, g.unflushed(), snapshot)[1] for g in t.groups.values()]
+    assert all(isinstance(p, WalRows) for p in placed)
+    assert sum(p.num_rows for p in placed) == 4000  # every committed row written, none of the open ones
+    tx.abort()  # its blocks can flush now, without its rows
+    assert client.flush("t")
+    assert all(not b.resident for g in t.groups.values() for b in g.blocks if b.flushed_instant)
+    assert rows(hudi_rs_read(_path(cluster))) == rows(client.read("t", mode="committed"))
+    assert len(rows(client.read("t", mode="committed"))) == 3000
