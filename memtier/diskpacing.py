@@ -72,11 +72,15 @@ class PacedFile:
         self._paced = _SYNC_FILE_RANGE is not None
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
-        written = self._file.write(data)
-        self._written += written
-        if self._paced and self._written - self._queued >= WINDOW:
-            self._write_back()
-        return written
+        view = memoryview(data).cast("B")
+        if not self._paced:
+            return self._file.write(view)
+        for start in range(0, len(view), WINDOW):  # a large write goes back a window at a time too
+            piece = view[start : start + WINDOW]
+            self._written += self._file.write(piece)
+            if self._written - self._queued >= WINDOW:
+                self._write_back()
+        return len(view)
 
     def _write_back(self) -> None:
         self._file.flush()

@@ -60,8 +60,8 @@ class FileGroup:
     ) -> list[Block]:
         """Rebuild from this file group's block files of older versions (torn tails cut,
         unsealed version-1 ones sealed) and its blocks found in the WAL stream (those with
-        a block file are read from that): blocks up to block ``flushed_through`` are
-        already in the Hudi table; returns the unflushed ones, oldest first."""
+        a block file are read from that), given only the blocks after ``flushed_through``
+        (the last block in the Hudi table) or not; returns the unflushed ones, oldest first."""
         blocks: dict[int, Block] = {}
         for entry in entries:
             recovered = recover(self._fileio, entry.path)

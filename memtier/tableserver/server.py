@@ -193,14 +193,20 @@ class TableServer:
         flushed = {(f.partition, f.file_id): f.block_id for f in self._master.flushed_blocks(table)}
         t.flushed.update({FileGroupKey(p, f): b for (p, f), b in flushed.items()})
         wal_dir = join(self._wal_root, table)
+
+        def unflushed(partition: str, file_group: str, block_id: int) -> bool:
+            """A block of the buckets taken on that the Hudi table lacks: to recover."""
+            return (bucket_or_none(file_group) in wanted
+                    and block_id > flushed.get((partition, file_group), 0))
+
         files: dict[FileGroupKey, list[WalEntry]] = {}
         for entry in list_wals(self._wal_io, wal_dir):  # block files of older versions
-            if bucket_or_none(entry.name.file_group) in wanted:
-                key = FileGroupKey(relpath(wal_dir, parent(entry.path)), entry.name.file_group)
+            key = FileGroupKey(relpath(wal_dir, parent(entry.path)), entry.name.file_group)
+            if unflushed(key.partition, key.file_id, entry.name.block_id):
                 files.setdefault(key, []).append(entry)
         streamed: dict[FileGroupKey, list[RecoveredBlock]] = {}
         for found in recover_blocks(self._wal_io, join(wal_dir, STREAM_DIR),
-                                    lambda h: bucket_or_none(h.file_group) in wanted):
+                                    lambda h: unflushed(h.partition, h.file_group, h.block_id)):
             key = FileGroupKey(found.header.partition, found.header.file_group)
             streamed.setdefault(key, []).append(found)
         with t.flush_lock:

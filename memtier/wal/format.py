@@ -86,6 +86,7 @@ __all__ = [
     "WalKind",
     "WalSeal",
     "check_schema",
+    "declared_blocks",
     "decode_frame_at",
     "decode_seal_record",
     "decode_stream",
@@ -450,10 +451,12 @@ class _Record:
 
 
 def _parse_record(
-    data: pa.Buffer, view: memoryview, offset: int, seed: int, *, repair: bool = False
+    data: pa.Buffer, view: memoryview, offset: int, seed: int, *, repair: bool = False,
+    check_payload: bool = True,
 ) -> _Record | str:
     """The record at ``offset`` (its header intact; with ``repair``, a header with one
-    flipped bit is repaired), or why there is none."""
+    flipped bit is repaired), or why there is none; ``check_payload=False`` leaves the
+    payload unchecked (reported intact)."""
     end = offset + RECORD_HEADER_SIZE
     if end > data.size:
         return "incomplete record header"
@@ -480,7 +483,7 @@ def _parse_record(
         return f"unknown record kind {kind}"
     if end + payload_length > data.size:
         return f"incomplete record: {payload_length} payload bytes announced"
-    payload_ok = crc32c.crc32c(view[end : end + payload_length]) == payload_crc
+    payload_ok = not check_payload or crc32c.crc32c(view[end : end + payload_length]) == payload_crc
     return _Record(
         RecordKind(kind), payload_length, sync_mark, txn_id, producer_id, seq, block_ref,
         payload_crc, payload_ok,
@@ -764,6 +767,30 @@ def decode_stream(data: pa.Buffer, path: str) -> StreamContents:
         StreamBlock(block, tuple(frames), errors.get(ref)) for ref, (block, frames) in blocks.items()
     )
     return StreamContents(path, header, found, pos, data.size - pos, unnamed)
+
+
+def declared_blocks(data: pa.Buffer, path: str) -> tuple[WalHeader, ...] | None:
+    """The blocks a stream segment declares, found by walking its record headers only
+    (frame payloads are neither checked nor decoded: on a memory-mapped file their pages
+    are not even read); None when a record header or declaration does not verify (damage,
+    or a torn tail: :func:`decode_stream` tells which)."""
+    header, pos = decode_header(data, path)
+    if header.kind is not WalKind.STREAM:
+        raise NotAWalFileError(path, 10, "a block file, not a WAL stream")
+    view = memoryview(data).cast("B")
+    blocks = []
+    while pos < data.size:
+        record = _parse_record(data, view, pos, header.crc_seed, check_payload=False)
+        if isinstance(record, str):
+            return None
+        if record.kind is RecordKind.BLOCK:
+            start = pos + RECORD_HEADER_SIZE
+            if crc32c.crc32c(view[start : start + record.payload_length]) != record.payload_crc:
+                return None
+            body = data.slice(start, record.payload_length)
+            blocks.append(_parse_header_body(body, path, start, WalKind.BLOCK))
+        pos += RECORD_HEADER_SIZE + record.payload_length
+    return tuple(blocks)
 
 
 #: Block records (a block file's header) at most this long are repaired from one flipped bit.

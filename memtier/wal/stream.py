@@ -45,6 +45,7 @@ from memtier.wal.format import (
     WalFrame,
     WalHeader,
     WalKind,
+    declared_blocks,
     decode_frame_at,
     decode_stream,
     encode_declaration,
@@ -351,7 +352,11 @@ def recover_blocks(
     might be wanted)."""
     blocks: dict[bytes, RecoveredBlock] = {}
     for _, path, _ in _segments(fileio, directory):
-        contents = read_stream(fileio, path)
+        data = wal_storage(fileio, path).read()
+        declared = declared_blocks(data, path)
+        if declared is not None and not any(wanted(h) for h in declared):
+            continue  # e.g. every block flushed: the segment waits for its retention only
+        contents = decode_stream(data, path)
         if contents.error is not None:
             raise contents.error
         seed = contents.header.crc_seed
@@ -366,24 +371,16 @@ def recover_blocks(
     return list(blocks.values())
 
 
-#: The blocks of the segments :func:`delete_stale_segments` read, by (path, size, mtime):
-#: segments are kept for the WAL retention and looked at every minute meanwhile.
-_DECLARED: dict[tuple[str, int, float], tuple[WalHeader, ...]] = {}
-_DECLARED_MAX = 4096
-
-
-def _declared_blocks(fileio: FileIO, path: str, size: int, mtime: float) -> tuple[WalHeader, ...]:
-    key = (path, size, mtime)
-    found = _DECLARED.get(key)
-    if found is None:
-        contents = read_stream(fileio, path)
-        if contents.error is not None:
-            raise contents.error
-        found = tuple(b.header for b in contents.blocks)
-        if len(_DECLARED) >= _DECLARED_MAX:
-            _DECLARED.clear()
-        _DECLARED[key] = found
-    return found
+def _declared(fileio: FileIO, path: str) -> tuple[WalHeader, ...]:
+    """The blocks the segment at ``path`` holds frames of (a damaged one decoded whole)."""
+    data = wal_storage(fileio, path).read()
+    declared = declared_blocks(data, path)
+    if declared is not None:
+        return declared
+    contents = decode_stream(data, path)
+    if contents.error is not None:
+        raise contents.error
+    return tuple(b.header for b in contents.blocks)
 
 
 def delete_stale_segments(
@@ -407,7 +404,7 @@ def delete_stale_segments(
         if now - info.mtime < min_age_s:
             continue
         try:
-            blocks = _declared_blocks(fileio, info.path, info.size, info.mtime)
+            blocks = _declared(fileio, info.path)
         except (CorruptFileError, NotAWalFileError, UnknownFormatVersionError, NotFoundError) as e:
             log.warning("%s: unreadable WAL stream segment, kept: %s", info.path, e)
             continue

@@ -75,10 +75,10 @@ def child(root: str, threads: int, blocks: int, policy: str, seals: dict[int, in
         headers = {j: header(f"fg{t}-{j}", block_id) for j in range(blocks)}
         s = 0
         while True:
-            if seals.get(t) == s:
+            if seals.get(t) == s:  # told first: from here on its old blocks' frames may go
+                os.write(out, f"sealed {t}\n".encode())
                 flushed.update(h.file_id for h in headers.values())
                 stream.delete_flushed(lambda h: h.file_id in flushed, retention_s=0, now=time.time())
-                os.write(out, f"sealed {t}\n".encode())
                 block_id += 1
                 headers = {j: header(f"fg{t}-{j}", block_id) for j in range(blocks)}
             batch = batch_for(t, s)

@@ -9,6 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from memtier.errors import CorruptFileError, NotAWalFileError, WalClosedError
@@ -250,3 +251,27 @@ def test_any_one_flipped_bit_of_a_record_header_is_repaired(root: str) -> None:
         at = frame.offset + bit // 8
         fileio.write_atomic(path, data[:at] + bytes([data[at] ^ 1 << bit % 8]) + data[at + 1:])
         assert by_block(fileio, f"{root}/s") == intact, bit
+
+
+def test_a_segment_s_blocks_are_listed_from_its_record_headers_alone(root: str) -> None:
+    """What recovery and retention use to skip segments of flushed blocks without
+    decoding them: the same blocks as a full decode; None once a header does not verify."""
+    from memtier.wal.format import declared_blocks
+
+    fileio = open_fileio(root)
+    with GroupCommitter() as committer:
+        stream = WalStream(fileio, f"{root}/s", table="t", owner="a", committer=committer)
+        for seq in range(3):
+            for block in range(4):
+                append(stream, block, seq)
+        stream.close()
+    [path] = segments(fileio, f"{root}/s")
+    data = fileio.read_bytes(path)
+    listed = declared_blocks(pa.py_buffer(data), path)
+    assert listed == tuple(b.header for b in read_stream(fileio, path).blocks)
+    frame = read_stream(fileio, path).blocks[2].frames[1]
+    damaged = bytearray(data)
+    damaged[frame.offset + RECORD_HEADER_SIZE + 5] ^= 1  # a payload: not looked at
+    assert declared_blocks(pa.py_buffer(bytes(damaged)), path) == listed
+    damaged[frame.offset + 20] ^= 1  # its record header: the walk cannot go on
+    assert declared_blocks(pa.py_buffer(bytes(damaged)), path) is None
