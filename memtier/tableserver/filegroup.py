@@ -15,7 +15,6 @@ from memtier.io import FileIO
 from memtier.tableserver.block import Block, Frame
 from memtier.wal import GroupCommitter, RecoveredBlock, WalHeader, WalWriter, recover
 from memtier.wal.format import check_schema
-from memtier.wal.replay import producer_high_water
 from memtier.wal.storage import WalEntry
 
 __all__ = ["FileGroup", "FileGroupKey"]
@@ -41,6 +40,7 @@ class FileGroup:
         fileio: FileIO,
         committer: GroupCommitter,
         *,
+        flushed_through: int = 0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.table = table
@@ -51,7 +51,9 @@ class FileGroup:
         self._clock = clock
         self.blocks: list[Block] = []
         self.high_water: dict[bytes, int] = {}
-        self.next_block_id = 1
+        #: Block ids go on after the last one in the Hudi table (its blocks may be gone
+        #: from the WAL): a block id is never given twice in a file group.
+        self.next_block_id = flushed_through + 1
         self.lock = threading.Lock()  # one appender at a time: WAL order == memory order
 
     # -- recovery ---------------------------------------------------------------------
@@ -60,8 +62,9 @@ class FileGroup:
     ) -> list[Block]:
         """Rebuild from this file group's block files of older versions (torn tails cut,
         unsealed version-1 ones sealed) and its blocks found in the WAL stream (those with
-        a block file are read from that), given only the blocks after ``flushed_through``
-        (the last block in the Hudi table) or not; returns the unflushed ones, oldest first."""
+        a block file are read from that; of blocks up to ``flushed_through``, already in
+        the Hudi table, only the producer sequence numbers count); returns the unflushed
+        ones, oldest first."""
         blocks: dict[int, Block] = {}
         for entry in entries:
             recovered = recover(self._fileio, entry.path)
@@ -71,12 +74,12 @@ class FileGroup:
             blocks[entry.name.block_id] = Block.from_block_file(self._fileio, recovered.contents)
             self._see(recovered.producer_seqs)
         for found in streamed:
-            if found.header.block_id not in blocks:
+            self._see(found.producer_seqs)
+            if found.header.block_id not in blocks and found.header.block_id > flushed_through:
                 self._check(found.header, f"the WAL stream of {self.table}")
                 blocks[found.header.block_id] = Block.from_stream(
                     self._fileio, found.header, found.frames, found.refs
                 )
-                self._see(producer_high_water(found.frames))
         unflushed = []
         for block_id in sorted(blocks):
             block = blocks[block_id]

@@ -194,19 +194,19 @@ class TableServer:
         t.flushed.update({FileGroupKey(p, f): b for (p, f), b in flushed.items()})
         wal_dir = join(self._wal_root, table)
 
-        def unflushed(partition: str, file_group: str, block_id: int) -> bool:
-            """A block of the buckets taken on that the Hudi table lacks: to recover."""
-            return (bucket_or_none(file_group) in wanted
-                    and block_id > flushed.get((partition, file_group), 0))
+        def unflushed(h: WalHeader) -> bool:
+            """A block the Hudi table lacks: recovered whole (of the others only the
+            producer sequence numbers are read, so retried writes are still dropped)."""
+            return h.block_id > flushed.get((h.partition, h.file_group), 0)
 
         files: dict[FileGroupKey, list[WalEntry]] = {}
         for entry in list_wals(self._wal_io, wal_dir):  # block files of older versions
-            key = FileGroupKey(relpath(wal_dir, parent(entry.path)), entry.name.file_group)
-            if unflushed(key.partition, key.file_id, entry.name.block_id):
+            if bucket_or_none(entry.name.file_group) in wanted:
+                key = FileGroupKey(relpath(wal_dir, parent(entry.path)), entry.name.file_group)
                 files.setdefault(key, []).append(entry)
         streamed: dict[FileGroupKey, list[RecoveredBlock]] = {}
         for found in recover_blocks(self._wal_io, join(wal_dir, STREAM_DIR),
-                                    lambda h: unflushed(h.partition, h.file_group, h.block_id)):
+                                    lambda h: bucket_or_none(h.file_group) in wanted, unflushed):
             key = FileGroupKey(found.header.partition, found.header.file_group)
             streamed.setdefault(key, []).append(found)
         with t.flush_lock:
@@ -282,7 +282,8 @@ class TableServer:
 
     def _new_group(self, t: _Table, key: FileGroupKey) -> FileGroup:
         return FileGroup(
-            t.name, key, flagged_schema(t.meta.physical), self._wal_io, self._committer, clock=self._clock
+            t.name, key, flagged_schema(t.meta.physical), self._wal_io, self._committer,
+            flushed_through=t.flushed.get(key, 0), clock=self._clock,
         )
 
     # == writes ==========================================================================

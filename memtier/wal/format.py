@@ -75,6 +75,7 @@ from memtier.errors import (
 
 __all__ = [
     "FORMAT_VERSION",
+    "DeclaredBlock",
     "HEADER_PREFIX_SIZE",
     "RECORD_HEADER_SIZE",
     "SEAL_RECORD_SIZE",
@@ -769,7 +770,16 @@ def decode_stream(data: pa.Buffer, path: str) -> StreamContents:
     return StreamContents(path, header, found, pos, data.size - pos, unnamed)
 
 
-def declared_blocks(data: pa.Buffer, path: str) -> tuple[WalHeader, ...] | None:
+@dataclass(frozen=True)
+class DeclaredBlock:
+    """A block a stream segment holds frames of, and the highest producer sequence number
+    among those frames, per producer id."""
+
+    header: WalHeader
+    producer_seqs: dict[bytes, int]
+
+
+def declared_blocks(data: pa.Buffer, path: str) -> tuple[DeclaredBlock, ...] | None:
     """The blocks a stream segment declares, found by walking its record headers only
     (frame payloads are neither checked nor decoded: on a memory-mapped file their pages
     are not even read); None when a record header or declaration does not verify (damage,
@@ -778,19 +788,24 @@ def declared_blocks(data: pa.Buffer, path: str) -> tuple[WalHeader, ...] | None:
     if header.kind is not WalKind.STREAM:
         raise NotAWalFileError(path, 10, "a block file, not a WAL stream")
     view = memoryview(data).cast("B")
-    blocks = []
+    blocks: dict[int, DeclaredBlock] = {}
     while pos < data.size:
         record = _parse_record(data, view, pos, header.crc_seed, check_payload=False)
-        if isinstance(record, str):
+        if isinstance(record, str) or record.kind is RecordKind.SEAL:
             return None
         if record.kind is RecordKind.BLOCK:
             start = pos + RECORD_HEADER_SIZE
             if crc32c.crc32c(view[start : start + record.payload_length]) != record.payload_crc:
                 return None
             body = data.slice(start, record.payload_length)
-            blocks.append(_parse_header_body(body, path, start, WalKind.BLOCK))
+            blocks[record.block_ref] = DeclaredBlock(_parse_header_body(body, path, start, WalKind.BLOCK), {})
+        elif record.block_ref not in blocks:
+            return None
+        else:
+            seqs = blocks[record.block_ref].producer_seqs
+            seqs[record.producer_id] = max(seqs.get(record.producer_id, -1), record.producer_seq)
         pos += RECORD_HEADER_SIZE + record.payload_length
-    return tuple(blocks)
+    return tuple(blocks.values())
 
 
 #: Block records (a block file's header) at most this long are repaired from one flipped bit.

@@ -51,6 +51,7 @@ from memtier.wal.format import (
     encode_declaration,
     frame_record,
 )
+from memtier.wal.replay import producer_high_water
 from memtier.wal.storage import list_logs, wal_storage
 from memtier.wal.writer import GroupCommitter, PendingAppend, WalWriter
 
@@ -335,27 +336,36 @@ def read_frames(fileio: FileIO, refs: Sequence[FrameRef], schema: pa.Schema) -> 
 
 @dataclass(frozen=True)
 class RecoveredBlock:
-    """A block's frames gathered from the segments, in order, and where each lies."""
+    """A block found in the segments: its frames in order and where each lies (none when
+    only its producer sequence numbers were asked for), and the highest producer sequence
+    number among them, per producer id."""
 
     header: WalHeader
     frames: list[WalFrame]
     refs: list[FrameRef]
+    producer_seqs: dict[bytes, int]
 
 
 def recover_blocks(
-    fileio: FileIO, directory: str, wanted: Callable[[WalHeader], bool]
+    fileio: FileIO, directory: str, wanted: Callable[[WalHeader], bool],
+    decode: Callable[[WalHeader], bool] = lambda h: True,
 ) -> list[RecoveredBlock]:
-    """The frames of every ``wanted`` block found in the segments below ``directory``, in
-    order (a block's frames may span segments of one incarnation). A wanted block with a
-    damaged frame raises its :class:`~memtier.errors.CorruptFileError`; other blocks are
-    unaffected, unless the damage lost frames of a block the segment cannot name (it
-    might be wanted)."""
+    """Every ``wanted`` block found in the segments below ``directory``: the frames, in
+    order, of those to ``decode`` (a block's frames may span segments of one incarnation),
+    and the producer sequence numbers of all (read from record headers only for the
+    others: e.g. blocks already flushed, whose retried writes must still be dropped). A
+    decoded block with a damaged frame raises its
+    :class:`~memtier.errors.CorruptFileError`; other blocks are unaffected, unless the
+    damage lost frames of a block the segment cannot name (it might be wanted)."""
     blocks: dict[bytes, RecoveredBlock] = {}
     for _, path, _ in _segments(fileio, directory):
         data = wal_storage(fileio, path).read()
         declared = declared_blocks(data, path)
-        if declared is not None and not any(wanted(h) for h in declared):
-            continue  # e.g. every block flushed: the segment waits for its retention only
+        if declared is not None and not any(decode(b.header) for b in declared if wanted(b.header)):
+            for b in declared:  # nothing to decode here: the sequence numbers are enough
+                if wanted(b.header):
+                    _merge(_found(blocks, b.header).producer_seqs, b.producer_seqs)
+            continue
         contents = decode_stream(data, path)
         if contents.error is not None:
             raise contents.error
@@ -363,12 +373,23 @@ def recover_blocks(
         for block in contents.blocks:
             if not wanted(block.header):
                 continue
-            if block.error is not None:
+            if block.error is not None and decode(block.header):
                 raise block.error
-            found = blocks.setdefault(block.header.file_id, RecoveredBlock(block.header, [], []))
-            found.frames.extend(block.frames)
-            found.refs.extend(FrameRef(path, seed, f.offset) for f in block.frames)
+            found = _found(blocks, block.header)
+            _merge(found.producer_seqs, producer_high_water(block.frames))
+            if decode(block.header):
+                found.frames.extend(block.frames)
+                found.refs.extend(FrameRef(path, seed, f.offset) for f in block.frames)
     return list(blocks.values())
+
+
+def _found(blocks: dict[bytes, RecoveredBlock], header: WalHeader) -> RecoveredBlock:
+    return blocks.setdefault(header.file_id, RecoveredBlock(header, [], [], {}))
+
+
+def _merge(seqs: dict[bytes, int], more: dict[bytes, int]) -> None:
+    for producer, seq in more.items():
+        seqs[producer] = max(seqs.get(producer, -1), seq)
 
 
 def _declared(fileio: FileIO, path: str) -> tuple[WalHeader, ...]:
@@ -376,7 +397,7 @@ def _declared(fileio: FileIO, path: str) -> tuple[WalHeader, ...]:
     data = wal_storage(fileio, path).read()
     declared = declared_blocks(data, path)
     if declared is not None:
-        return declared
+        return tuple(b.header for b in declared)
     contents = decode_stream(data, path)
     if contents.error is not None:
         raise contents.error

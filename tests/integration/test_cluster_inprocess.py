@@ -383,6 +383,29 @@ def test_restart_server_mid_stream_keeps_every_acknowledged_row_once(
     assert rows(client.read("t"), COLUMNS) == expected(*everything)
 
 
+def test_after_a_restart_flushed_blocks_still_drop_retries_and_block_ids_go_on(
+    cluster: InProcessCluster, client: Client
+) -> None:
+    """Only unflushed blocks are recovered whole; of the flushed ones the restarted server
+    still knows each producer's last sequence number (a retry is dropped) and the last
+    block id (a new block never takes a flushed block's id)."""
+    path = create(client)
+    first = batch(range(50))
+    written = client.write("t", first)
+    client.flush("t")
+    for server_id in list(cluster.servers):
+        cluster.restart_server(server_id)
+    retry = client.write("t", first, sequence=written.sequence)
+    assert (retry.rows, retry.duplicate_rows) == (0, first.num_rows)
+    second = batch(range(50, 70), ts=2)
+    client.write("t", second)
+    for server_id in list(cluster.servers):  # the second write's blocks: unflushed, recovered
+        cluster.restart_server(server_id)
+    assert rows(client.read("t"), COLUMNS) == expected(first, second)
+    client.flush("t")
+    assert rows(HudiTable.open(path).read(), COLUMNS) == expected(first, second)
+
+
 def test_restart_master_keeps_catalog_transactions_and_the_timeline(
     cluster: InProcessCluster, client: Client
 ) -> None:
