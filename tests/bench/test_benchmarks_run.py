@@ -21,6 +21,7 @@ RUNS = {
     "hudi_read": ["-m", "bench.hudi_read", "--rows", "20000", "--repeat", "1"],
     "avro_codec": ["bench/avro_codec.py", "--rows", "20000", "--repeat", "1", "--fastavro-rows", "500"],
     "wal": ["-m", "bench.wal", "--seconds", "0.1", "--rounds", "1"],
+    "background_io": ["-m", "bench.background_io", "--seconds", "0.3", "--rounds", "1", "--file-mb", "4"],
     "rpc": ["bench/rpc.py", "--seconds", "0.3", "--slice", "0.1", "--rows", "1000"],
     "compaction": ["-m", "bench.compaction", "--rows", "20000", "--repeat", "1", "--staleness-seconds", "4",
                    "--warmup", "0", "--rate", "2000", "--peak-seconds", "0.5", "--peak-compact-rows", "20000"],
