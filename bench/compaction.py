@@ -5,6 +5,7 @@ connectors read of a merge-on-read table) is under the default table-service pol
     .venv/bin/python -m bench.compaction [--rows 2000000] [--buckets 4] [--update-fraction 0.1]
         [--log-files 2] [--repeat 3] [--staleness-seconds 120] [--warmup 20] [--rate 20000]
         [--peak-seconds 10] [--peak-compact-rows 4000000] [--peak-rounds 3] [--service-cpus auto]
+        [--log-block-format avro|parquet]
 
 1. compaction: a table of ``--rows`` rows in ``--buckets`` file groups (base files), then
    ``--update-fraction`` of its keys updated in ``--log-files`` deltacommits (Avro log
@@ -34,7 +35,8 @@ connectors read of a merge-on-read table) is under the default table-service pol
    window, the cores each process kept busy on average (CPU seconds / wall seconds): the
    table server, its flush worker, the pool's actor and this process (the clients). Every
    run on the same placement (``--service-cpus``: the pool's and the flush worker's CPUs;
-   the table server gets the others; ``none``: no pinning).
+   the table server gets the others; ``none``: no pinning). The ingested tables' log
+   blocks are ``--log-block-format`` (Avro, the default, writes ~6x the bytes of Parquet).
 
 Prints the three tables; writes bench/results/compaction.json.
 """
@@ -199,12 +201,13 @@ def staleness(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _ingest(cluster: Any, table: str, seconds: float, threads: int = 4,
-            rate: float | None = None) -> dict[str, Any]:
+            rate: float | None = None, log_block_format: str = "avro") -> dict[str, Any]:
     """``threads`` clients write 10,000-row batches of fresh keys into a new ``table`` for
     ``seconds``: as fast as they are acknowledged, or together at ``rate`` rows/s on a fixed
     schedule. Rows/s acknowledged and each write's acknowledgement time."""
     first = cluster.client()
-    first.create_table(table, STALENESS_SCHEMA, record_key="key", ordering_field="ts", buckets=1)
+    first.create_table(table, STALENESS_SCHEMA, record_key="key", ordering_field="ts", buckets=1,
+                       log_block_format=log_block_format)
     first.set_services(table, MANUAL_COMPACTION)  # only the compaction under test runs in the pool
     clients = [cluster.client() for _ in range(threads)]
     batch_rows = 10_000
@@ -298,7 +301,7 @@ def peak(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     for start in range(0, rows, 200_000):
         client.write("big", bench_table(min(200_000, rows - start), keys=np.arange(start, min(rows, start + 200_000))))
     client.flush("big")
-    seconds = args.peak_seconds
+    seconds, fmt = args.peak_seconds, args.log_block_format
     meter = CpuMeter(cluster)
     windows: list[dict[str, Any]] = []
 
@@ -307,13 +310,14 @@ def peak(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
         name = f"{when.replace(' ', '_')}_{round_}_{'paced' if rate else 'peak'}"
         if when == "alone":
             _settle(client)
-            result, cpu = meter.measure(lambda: _ingest(cluster, name, seconds, rate=rate))
+            result, cpu = meter.measure(lambda: _ingest(cluster, name, seconds, rate=rate, log_block_format=fmt))
             compaction = None
         else:
             _updates(client, "big", rows, 20 + 10 * round_)
             _settle(client)
             (result, cpu), compaction = _while_compacting(
-                client, "big", lambda: meter.measure(lambda: _ingest(cluster, name, seconds, rate=rate)))
+                client, "big", lambda: meter.measure(
+                    lambda: _ingest(cluster, name, seconds, rate=rate, log_block_format=fmt)))
         windows.append({"when": when, "round": round_, "paced": rate is not None,
                         "rows_per_s": round(result["rows_per_s"]), "writes": len(result["acks"]),
                         **percentiles_ms("ack", result["acks"]), "ack_max_ms": round(max(result["acks"]) * 1000, 2),
@@ -360,6 +364,8 @@ def main() -> None:
     parser.add_argument("--peak-rounds", type=int, default=3, help="alone / during-compaction pairs")
     parser.add_argument("--service-cpus", default="auto",
                         help="cluster.service-cpus of the cluster runs (table servers get the other CPUs)")
+    parser.add_argument("--log-block-format", default="avro", choices=["avro", "parquet"],
+                        help="log blocks of the tables the peak and paced windows write")
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     args = parser.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="memtier-bench-compaction-"))
@@ -401,7 +407,7 @@ def main() -> None:
            {"rows": args.rows, "buckets": args.buckets, "update_fraction": args.update_fraction,
             "log_files": args.log_files, "repeat": args.repeat, "loadavg_before": load,
             "results": results, "staleness": stale, "peak": peaks, "placement": placement,
-            "service_cpus": args.service_cpus})
+            "service_cpus": args.service_cpus, "log_block_format": args.log_block_format})
 
 
 if __name__ == "__main__":

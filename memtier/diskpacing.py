@@ -6,7 +6,7 @@ it lands while another file's 64 MB is fsync'd at once (the device queue holds t
 64 MB ahead of it), and 10-20 ms when a 64 MB file is unlinked (ext4 mounted with
 ``discard`` trims the freed extents in the journal commit the WAL's sync waits for).
 
-So bulk files (block files, flushed log and base files, compaction output) are written
+So bulk files (flushed log and base files, compaction and clustering output) are written
 back as they are written, a window at a time (:class:`PacedFile`: ``sync_file_range``
 every :data:`WINDOW` bytes, waiting for the window before), and large files are deleted a
 step at a time (:func:`trickle_unlink`: holes punched from the end, then the unlink), as

@@ -495,7 +495,11 @@ class LocalFileIO(FileIO):
     def delete_dir(self, path: str) -> None:
         import shutil
 
-        shutil.rmtree(_local_path(path), ignore_errors=True)
+        local = _local_path(path)
+        for directory, _, files in os.walk(local):  # large files freed a step at a time first
+            for name in files:
+                trickle_unlink(os.path.join(directory, name))
+        shutil.rmtree(local, ignore_errors=True)
 
     def makedirs(self, path: str) -> None:
         os.makedirs(_local_path(path), exist_ok=True)

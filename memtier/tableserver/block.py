@@ -20,7 +20,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from memtier.errors import WalWriteFailedError
 from memtier.hudi.deletes import DELETE_FLAG, flagged_schema
 from memtier.io import FileIO
 from memtier.master.state import TxnSnapshot
@@ -179,14 +178,12 @@ class Block:
     # -- reading ----------------------------------------------------------------------
     def evict(self) -> int:
         """Drop the frames of a sealed block from memory (they stay in the WAL, waited
-        for if still syncing); returns the bytes freed."""
+        for if still syncing); returns the bytes freed (none when a frame never became
+        durable: then only memory holds it)."""
         with self._lock:
             frames = self._frames
-        if frames is None or not self.sealed:
-            return 0
-        if not self.settle():
-            raise WalWriteFailedError(f"block {self.block_id} of {self.header.file_group}: a "
-                                      "frame never became durable; it stays in memory")
+        if frames is None or not self.sealed or not self.settle():
+            return 0  # a frame that never became durable: the block stays in memory
         if self.path is None:
             self._evicted = [(f.txn_id, f.batch.num_rows, f.ref) for f in frames]  # type: ignore[misc]
         return self.drop()

@@ -130,7 +130,7 @@ class _Segment(WalWriter):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._refs: dict[bytes, int] = {}  # block file id -> its reference here
+        self._refs: dict[bytes, int] = {}  # a block header's file id -> its reference here
         self._next_ref = itertools.count(1)
         #: Every block with frames here, by file id.
         self.blocks: dict[bytes, WalHeader] = {}
