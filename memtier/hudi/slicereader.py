@@ -70,6 +70,8 @@ def read_base_file(meta: TableMeta, path: str, columns: Sequence[str],
     keyed = None
     if keys is not None and cache is not None and _keys_readable(meta, keys):
         keyed = read_key_rows(meta.io, path, load, keys, cache)
+    if keyed is not None and keyed.num_rows == 0:  # the usual answer of a slice lacking the key
+        return pa.schema([meta.file_schema.field(c) for c in columns]).empty_table()
     if keyed is None:
         with meta.io.open_input(path) as source:
             parquet = pq.ParquetFile(source)
