@@ -7,8 +7,10 @@ process keeps facts about them in its :class:`~memtier.hudi.cache.SliceCache`:
 
 1. the Parquet footer (row-group statistics), read once per file;
 2. row groups whose key-column min/max cannot hold any wanted key are skipped (memtier
-   writes base files sorted by an integer key in row groups of
-   :data:`~memtier.hudi.parquetfile.ROW_GROUP_ROWS` rows, so one row group remains);
+   writes base files sorted by the record key, in row groups of
+   :data:`~memtier.hudi.parquetfile.ROW_GROUP_ROWS` rows: a single key column in its
+   own order, integer or string, and a composite key by its columns in turn, so the
+   leading key column's ranges do not overlap and one row group remains);
 3. the key columns of each remaining row group, read once and kept, with the columns
    whose values are in order noted: the exact rows of the wanted keys are found there
    by binary search on such a column (a handful of comparisons), else by comparing the
