@@ -19,6 +19,10 @@ process keeps facts about them in its :class:`~memtier.hudi.cache.SliceCache`:
    partitions that do not hold it;
 4. only the row groups holding a wanted key are decoded, and only those rows kept.
 
+Log files are decoded whole and kept (by path and size: a log file only grows); a key
+read keeps a :class:`LogKeys` index of each block's key columns beside them, so it finds
+a key's rows in a block by binary search, not by a pass over every row of every log file.
+
 The result is what filtering the whole file on the key filters gives, so the merge that
 follows sees exactly the rows it would have seen.
 """
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,13 +40,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pyarrow.types as pat
 
+from memtier.hudi.basefile import key_order
 from memtier.hudi.filters import Filter, pinned_values, to_expression
 from memtier.io import FileIO
 
 if TYPE_CHECKING:
     from memtier.hudi.cache import SliceCache
 
-__all__ = ["GroupKeys", "KeyFilter", "read_key_rows"]
+__all__ = ["GroupKeys", "KeyFilter", "LogKeys", "read_key_rows"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,10 @@ class KeyFilter:
     filters: tuple[Filter, ...]
     expression: pc.Expression
     pinned: Mapping[str, list[Any]]
+    #: (column, type) -> the pinned values searchable in such a column (None: they do not
+    #: fit it), made once per read rather than once per row group or log block
+    _searched: dict[tuple[str, pa.DataType], np.ndarray | list[str] | None] = field(
+        default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, filters: Sequence[Filter]) -> KeyFilter | None:
@@ -84,9 +93,13 @@ class KeyFilter:
                 ordered = group.ordered.get(column)
                 if ordered is None:
                     continue
-                candidates = _equal_ranges(ordered, values, group.table.column(column).type)
-                if candidates is None:
+                kind = group.table.column(column).type
+                wanted = self._searched.get((column, kind), False)
+                if wanted is False:
+                    wanted = self._searched[(column, kind)] = _searchable(values, kind)
+                if wanted is None:
                     break
+                candidates = _equal_ranges(ordered, wanted)
                 if len(self.pinned) == 1 or not len(candidates):
                     return candidates
                 mask = self._pinned_mask(group.table.take(pa.array(candidates)))
@@ -179,25 +192,57 @@ class GroupKeys:
         return self.table.nbytes  # ordered columns share the table's buffers
 
 
-def _equal_ranges(ordered: np.ndarray | pa.Array, values: Sequence[Any], kind: pa.DataType) -> np.ndarray | None:
-    """The rows of a non-decreasing column holding one of ``values``, in order; None
-    when a value does not fit the column's type."""
-    if isinstance(ordered, np.ndarray):
+@dataclass(frozen=True)
+class LogKeys:
+    """A key index of one decoded log block: its key columns sorted (``keys``) and the
+    block's row of each sorted row (``order``; None when the block is in order), so a
+    read of a few keys binary-searches the block instead of comparing every row."""
+
+    keys: GroupKeys
+    order: np.ndarray | None
+
+    @classmethod
+    def of(cls, table: pa.Table) -> LogKeys:
+        """The index of ``table`` (the block's key columns)."""
+        order = key_order(table) if table.num_rows > 1 else None
+        return cls(GroupKeys.of(table if order is None else table.take(pa.array(order))), order)
+
+    def rows(self, keys: KeyFilter) -> np.ndarray:
+        """The block's rows passing ``keys``, in block order."""
+        found = keys.rows_in(self.keys)
+        return found if self.order is None else np.sort(self.order[found])
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + (self.order.nbytes if self.order is not None else 0)
+
+
+def _searchable(values: Sequence[Any], kind: pa.DataType) -> np.ndarray | list[str] | None:
+    """``values`` as :func:`_equal_ranges` searches a column of type ``kind`` for them
+    (integers: sorted unique numpy; strings: a sorted list); None when they do not fit."""
+    if pat.is_integer(kind):
         try:
-            wanted = np.unique(pa.array(values, kind).to_numpy(zero_copy_only=False))
+            return np.unique(pa.array(values, kind).to_numpy(zero_copy_only=False))
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             return None
+    if all(isinstance(v, str) for v in values):
+        return sorted(set(values))
+    return None
+
+
+def _equal_ranges(ordered: np.ndarray | pa.Array, wanted: np.ndarray | list[str]) -> np.ndarray:
+    """The rows of a non-decreasing column holding one of the ``wanted`` values, in order."""
+    if isinstance(ordered, np.ndarray):
         starts = np.searchsorted(ordered, wanted, side="left")
         ends = np.searchsorted(ordered, wanted, side="right")
     else:
-        if not all(isinstance(v, str) for v in values):
-            return None
-        wanted_strings = sorted(set(values))
-        starts = np.array([_bisect(ordered, v, right=False) for v in wanted_strings], dtype=np.int64)
-        ends = np.array([_bisect(ordered, v, right=True) for v in wanted_strings], dtype=np.int64)
+        starts = np.array([_bisect(ordered, v, right=False) for v in wanted], dtype=np.int64)
+        ends = np.array([_bisect(ordered, v, right=True) for v in wanted], dtype=np.int64)
     hits = [(a, b) for a, b in zip(starts.tolist(), ends.tolist(), strict=True) if b > a]
     if not hits:
         return np.zeros(0, dtype=np.int64)
+    if len(hits) == 1:
+        return np.arange(hits[0][0], hits[0][1], dtype=np.int64)
     return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in hits])
 
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import Enum
-from functools import lru_cache, total_ordering
+from functools import cached_property, lru_cache, total_ordering
 
 from memtier.errors import (
     CorruptFileError,
@@ -220,7 +220,12 @@ class Timeline:
 
     def is_completed(self, timestamp: str) -> bool:
         """True when a commit-type instant at ``timestamp`` has completed."""
-        return any(i.timestamp == timestamp for i in self.completed())
+        return timestamp in self._completed_times
+
+    @cached_property
+    def _completed_times(self) -> frozenset[str]:
+        """The times of completed commit-type instants (a reader asks once per log block)."""
+        return frozenset(i.timestamp for i in self.completed())
 
     def last_completed(self) -> Instant | None:
         """The newest completed commit-type instant."""
