@@ -453,7 +453,8 @@ class Client:
 
     def lookup(self, name: str, keys: Any, columns: Sequence[str] | None = None) -> pa.Table:
         """The latest rows of the given keys: a table (or dict, or for a one-column key a
-        list) of key values. Only the keys' file groups are read, memory first."""
+        list) of key values; ``columns`` (default: all) are the only ones read. Only the
+        keys' file groups are read, memory first."""
         route = self._route(name)
         if not route.record_key:
             raise InvalidArgumentError(f"table {name!r} is append-only: it has no record key to look up")
@@ -468,7 +469,8 @@ class Client:
         )
         buckets = set(KeyColumns.of(key_table, route.record_key).bucket_ids(route.buckets).tolist())
         filters = [(k, "in", key_table.column(k).to_pylist()) for k in route.record_key]
-        found = self._read(ReadRequest(name, "latest", filters=filters, buckets=frozenset(buckets)))
+        read = None if columns is None else list(dict.fromkeys([*columns, *route.record_key]))
+        found = self._read(ReadRequest(name, "latest", columns=read, filters=filters, buckets=frozenset(buckets)))
         if len(route.record_key) > 1:  # the per-column "in"s over-select: keep exact tuples
             wanted = set(zip(*(key_table.column(k).to_pylist() for k in route.record_key), strict=True))
             rows = zip(*(found.column(k).to_pylist() for k in route.record_key), strict=True)
@@ -792,13 +794,14 @@ def _entries_by_file_group(
         for start, end in zip(starts, np.r_[starts[1:], len(order)], strict=True):
             code = int(sorted_codes[start])
             key = (partitions.dictionary[code // width].as_py(), file_ids.dictionary[code % width].as_py())
+            whole = end - start == len(order)  # one file group (a lookup's usual answer): no copy
             taken = pa.array(order[start:end])
-            rows = data.take(taken)
+            rows = data if whole else data.take(taken)
             records = conform_columns(rows, meta.file_schema, needed)
             if RECORD_KEY in needed and meta.config.record_key_fields:
                 keys_array = KeyColumns.of(rows, meta.config.record_key_fields).record_keys()
                 records = records.set_column(records.column_names.index(RECORD_KEY), RECORD_KEY, keys_array)
-            deleting = flags.take(taken)
+            deleting = flags if whole else flags.take(taken)
             mask = deleting if pc.any(deleting).as_py() else None
             entries.setdefault(key, []).append(LogEntry(records=records, delete_mask=mask))
     return entries
