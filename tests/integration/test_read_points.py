@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from memtier.client import Client, Transaction
+from memtier.errors import NotFoundError
 from memtier.hudi.keys import bucket_ids
 from tests.support.inprocess import InProcessCluster
 from tests.support.rpccluster import RpcCluster
@@ -148,3 +149,26 @@ def test_a_bucket_moved_since_the_last_read_is_read_from_its_new_owner(
     writer.write("t", rows([1], 2, "b"))  # acknowledged by the new owner
     assert value(client, 1) == [(2, "b")]
     writer.close()
+
+
+def test_a_file_gone_under_a_reused_read_point_is_read_under_a_new_plan(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client.write("t", rows([3], 1, "a"))
+    client.flush("t")
+    assert value(client, 3) == [(1, "a")]  # the point: the flush's instant
+    plans: list[Any] = []
+    read_plan = client.master.read_plan
+    monkeypatch.setattr(client.master, "read_plan", lambda *a, **k: plans.append(a) or read_plan(*a, **k))
+    read_planned = client._read_planned
+    failed: list[bool] = []
+
+    def cleaned_once(r: Any, plan: Any, buckets: Any, memory: Any = None, timeline: Any = None) -> Any:
+        if timeline is not None and not failed:  # the reused point's read finds a slice cleaned
+            failed.append(True)
+            raise NotFoundError("no such file: a slice a clean deleted")
+        return read_planned(r, plan, buckets, memory, timeline)
+
+    monkeypatch.setattr(client, "_read_planned", cleaned_once)
+    assert value(client, 3) == [(1, "a")]
+    assert failed and len(plans) == 1
