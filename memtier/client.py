@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from memtier.errors import (
     BatchTooLargeError,
     InvalidArgumentError,
+    MemtierError,
     NotFoundError,
     NotOwnerError,
     RpcError,
@@ -243,6 +244,7 @@ class Client:
         with self._lock:
             self._routes.pop(name, None)
             self._metas.pop(name, None)
+            self._points.pop(name, None)
 
     # Calls that only look are retried while the master restarts, as reads and writes are.
     def list_tables(self) -> list[str]:
@@ -533,7 +535,7 @@ class Client:
         buckets = self._buckets(r, point)
         try:
             memory, unresolved = self._memory(r, point, buckets)
-        except (NotOwnerError, RpcError):
+        except MemtierError:  # a moved bucket, a restarted server, a table made again...: a plan tells
             return None
         if unresolved:
             return None
