@@ -29,6 +29,8 @@ import pyarrow.compute as pc
 from memtier.errors import (
     BatchTooLargeError,
     InvalidArgumentError,
+    MemtierError,
+    NotFoundError,
     NotOwnerError,
     RpcError,
     TransactionError,
@@ -45,9 +47,10 @@ from memtier.hudi.routing import producer_bucket
 from memtier.hudi.schema import to_table
 from memtier.hudi.slicereader import conform_columns
 from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
+from memtier.hudi.timeline import Timeline
 from memtier.io import open_fileio
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
-from memtier.tableserver.server import FILE_ID_COLUMN, PARTITION_COLUMN, WriteAck
+from memtier.tableserver.server import FILE_ID_COLUMN, PARTITION_COLUMN, UNRESOLVED, WriteAck
 
 __all__ = ["Client", "MasterAPI", "ReadPlan", "ReadRequest", "ServerAPI", "Transaction", "WriteResult",
            "wait_for_task"]
@@ -241,6 +244,7 @@ class Client:
         with self._lock:
             self._routes.pop(name, None)
             self._metas.pop(name, None)
+            self._points.pop(name, None)
 
     # Calls that only look are retried while the master restarts, as reads and writes are.
     def list_tables(self) -> list[str]:
@@ -451,7 +455,8 @@ class Client:
 
     def lookup(self, name: str, keys: Any, columns: Sequence[str] | None = None) -> pa.Table:
         """The latest rows of the given keys: a table (or dict, or for a one-column key a
-        list) of key values. Only the keys' file groups are read, memory first."""
+        list) of key values; ``columns`` (default: all) are the only ones read. Only the
+        keys' file groups are read, memory first."""
         route = self._route(name)
         if not route.record_key:
             raise InvalidArgumentError(f"table {name!r} is append-only: it has no record key to look up")
@@ -466,7 +471,8 @@ class Client:
         )
         buckets = set(KeyColumns.of(key_table, route.record_key).bucket_ids(route.buckets).tolist())
         filters = [(k, "in", key_table.column(k).to_pylist()) for k in route.record_key]
-        found = self._read(ReadRequest(name, "latest", filters=filters, buckets=frozenset(buckets)))
+        read = None if columns is None else list(dict.fromkeys([*columns, *route.record_key]))
+        found = self._read(ReadRequest(name, "latest", columns=read, filters=filters, buckets=frozenset(buckets)))
         if len(route.record_key) > 1:  # the per-column "in"s over-select: keep exact tuples
             wanted = set(zip(*(key_table.column(k).to_pylist() for k in route.record_key), strict=True))
             rows = zip(*(found.column(k).to_pylist() for k in route.record_key), strict=True)
@@ -478,22 +484,40 @@ class Client:
         return _retrying(f"read of {request.name}", lambda: self._read_once(checked))
 
     def _read_once(self, r: ReadRequest) -> pa.Table:
-        """One read: the master's plan, the table servers' unflushed rows and the files.
+        """One read: the table servers' unflushed rows and the files, at a read point.
 
-        A read of memory (``latest``/``committed``) asks the table servers at the read
-        point of the previous plan of the table while the master plans this one, and
-        keeps their rows only if the new plan has the same point (instant, transactions,
-        routing); otherwise it asks them again at the new point. Either way the rows
-        are those the servers hold beyond the plan's instant (a server keeps flushed
-        blocks listed for readers that planned before the flush), so no row is missed or
-        read twice, and a write acknowledged before the read began is in it."""
+        A read of memory (``latest``/``committed``) first tries the read point of the
+        table's previous plan without asking the master: it lists the Hudi timeline
+        (the master is its only writer) and, when the newest commit is still the
+        point's instant, asks the table servers at that point and reads the files as of
+        it. The servers refuse buckets they no longer serve and flag rows of
+        transactions the point's snapshot left open or did not know (their outcome may
+        have changed), and a file slice cleaned meanwhile fails its read: each of these
+        falls back to a plan. Otherwise (a new commit, or no previous plan) the master
+        plans the read while the table servers are asked at the previous point with the
+        newest instant listed; their rows are kept only if the new plan has that same
+        point (instant, transactions, routing), else they are asked again at the plan's.
+
+        Either way the servers' rows are those they hold beyond the point's instant (a
+        server keeps flushed blocks listed for a minute after their flush, and the
+        timeline is listed after the read began), so no row is missed or read twice and
+        a write acknowledged before the read began is in it."""
         previous = self._points.get(r.name) if r.mode in ("latest", "committed") and r.as_of is None else None
+        if previous is not None:
+            timeline = self._meta(r.name, previous).timeline()
+            last = timeline.last_completed()
+            newest = last.timestamp if last is not None else None
+            if newest == previous["instant"]:
+                found = self._read_at(r, previous, timeline)
+                if found is not None:
+                    return found
+            previous = {**previous, "instant": newest}
         planning = self._pool.submit(self.master.read_plan, r.name, r.as_of)
         try:
             early = None
             if previous is not None:
                 with suppress(NotOwnerError, RpcError):  # asked again below
-                    early = self._memory(r, previous, self._buckets(r, previous))
+                    early, _ = self._memory(r, previous, self._buckets(r, previous))
         finally:
             plan = planning.result()
         try:  # the lease keeps cleaning off the file slices this read opens
@@ -504,6 +528,21 @@ class Client:
             if plan.get("lease") is not None:  # given back off the read's path: one round trip less
                 self._pool.submit(self._release_lease, plan["lease"])
 
+    def _read_at(self, r: ReadRequest, point: Mapping[str, Any], timeline: Timeline) -> pa.Table | None:
+        """The read at a previous plan's ``point`` whose instant is still the newest
+        commit of ``timeline`` (listed after the read began), with no master call; None
+        when the point no longer holds (see :meth:`_read_once`)."""
+        buckets = self._buckets(r, point)
+        try:
+            memory, unresolved = self._memory(r, point, buckets)
+        except MemtierError:  # a moved bucket, a restarted server, a table made again...: a plan tells
+            return None
+        if unresolved:
+            return None
+        try:
+            return self._read_planned(r, point, buckets, memory, timeline)
+        except NotFoundError:  # a slice cleaned since the plan: read under a new lease
+            return None
     def _release_lease(self, lease: int) -> None:
         try:
             self.master.release_lease(lease)
@@ -552,10 +591,11 @@ class Client:
 
     def _read_planned(
         self, r: ReadRequest, plan: Mapping[str, Any], buckets: frozenset[int] | None,
-        memory: list[pa.Table] | None = None,
+        memory: list[pa.Table] | None = None, timeline: Timeline | None = None,
     ) -> pa.Table:
         """Execute a planned read; ``memory``: the table servers' rows at the plan's
-        point when already fetched."""
+        point when already fetched; ``timeline``: the table's timeline when already
+        listed (else listed here)."""
         meta = self._meta(r.name, plan)
         filters = validate(r.filters, [*META_FIELDS, *meta.schema.names])
         files = {"columns": r.columns, "filters": filters, "include_meta": r.include_meta,
@@ -566,14 +606,17 @@ class Client:
             hudi_mode = "read_optimized" if r.mode == "read_optimized" else "snapshot"
             return read_table(meta, mode=hudi_mode, as_of=r.as_of, **files)
         if memory is None:
-            memory = self._memory(r, plan, buckets)
+            memory, _ = self._memory(r, plan, buckets)
         needed = read_columns(meta, columns=r.columns, filters=filters, include_meta=r.include_meta)
         extra = _entries_by_file_group(memory, meta, needed)
-        return read_table(meta, as_of=plan["instant"], extra=extra, **files)
+        return read_table(meta, as_of=plan["instant"], extra=extra, timeline=timeline, **files)
 
-    def _memory(self, r: ReadRequest, plan: Mapping[str, Any], buckets: frozenset[int] | None) -> list[pa.Table]:
+    def _memory(
+        self, r: ReadRequest, plan: Mapping[str, Any], buckets: frozenset[int] | None
+    ) -> tuple[list[pa.Table], bool]:
         """The table servers' unflushed rows a ``latest``/``committed`` read needs at the
-        plan's point (the key filters applied there)."""
+        plan's point (the key filters applied there), and whether some belong to
+        transactions the plan's snapshot left unresolved."""
         meta = self._meta(r.name, plan)
         route = _Routing.of(plan)
         filters = validate(r.filters, [*META_FIELDS, *meta.schema.names])
@@ -588,9 +631,10 @@ class Client:
         self, name: str, route: _Routing, instant: str | None, snapshot: TxnSnapshot,
         committed_only: bool, needed: list[str], buckets: frozenset[int] | None,
         pushed: list[Filter],
-    ) -> list[pa.Table]:
+    ) -> tuple[list[pa.Table], bool]:
         """Each owning server's unflushed rows of ``buckets`` (None: all), the ``pushed``
-        record-key filters applied there so that only the keys asked for travel."""
+        record-key filters applied there so that only the keys asked for travel; and
+        whether a server flagged rows of transactions ``snapshot`` left unresolved."""
         columns = [c for c in needed if c in route.schema.names]
 
         def one(item: tuple[str, list[int]]) -> pa.Table:
@@ -604,8 +648,9 @@ class Client:
                                key_filters=pushed)
 
         items = list(route.server_buckets().items())
-        tables = [one(items[0])] if len(items) == 1 else self._pool.map(one, items)
-        return [t for t in tables if t.num_rows]
+        tables = [one(items[0])] if len(items) == 1 else list(self._pool.map(one, items))
+        unresolved = any(UNRESOLVED in (t.schema.metadata or {}) for t in tables)
+        return [t for t in tables if t.num_rows], unresolved
 
     # == maintenance =====================================================================
     def flush(self, name: str) -> list[str]:
@@ -751,13 +796,14 @@ def _entries_by_file_group(
         for start, end in zip(starts, np.r_[starts[1:], len(order)], strict=True):
             code = int(sorted_codes[start])
             key = (partitions.dictionary[code // width].as_py(), file_ids.dictionary[code % width].as_py())
+            whole = end - start == len(order)  # one file group (a lookup's usual answer): no copy
             taken = pa.array(order[start:end])
-            rows = data.take(taken)
+            rows = data if whole else data.take(taken)
             records = conform_columns(rows, meta.file_schema, needed)
             if RECORD_KEY in needed and meta.config.record_key_fields:
                 keys_array = KeyColumns.of(rows, meta.config.record_key_fields).record_keys()
                 records = records.set_column(records.column_names.index(RECORD_KEY), RECORD_KEY, keys_array)
-            deleting = flags.take(taken)
+            deleting = flags if whole else flags.take(taken)
             mask = deleting if pc.any(deleting).as_py() else None
             entries.setdefault(key, []).append(LogEntry(records=records, delete_mask=mask))
     return entries

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memtier.errors import InvalidArgumentError
-from memtier.hudi.basefile import constant_column, write_base_file
+from memtier.hudi.basefile import constant_column, sort_by_key, write_base_file
 from memtier.hudi.commit import CommitMetadata, WriteStat
 from memtier.hudi.filenames import BaseFile, bucket_or_none, new_bucket_file_id
 from memtier.hudi.fsview import FileSlice, FileSystemView
@@ -104,10 +104,13 @@ def plan_clustering(
 
 
 def _ordered(rows: pa.Table, meta: TableMeta, sort_columns: Sequence[str]) -> pa.Table:
-    """Rows sorted by ``sort_columns``, else by the record key (base files of integer-keyed
-    tables are kept sorted by key, which merges rely on)."""
-    key = meta.integer_key or RECORD_KEY
-    columns = [*sort_columns, key] if sort_columns else [key]
+    """Rows sorted by ``sort_columns``, else by the record key (base files are kept in
+    record-key order, by the key columns: see :func:`~memtier.hudi.basefile.sort_by_key`);
+    an append-only table's by its generated record keys."""
+    keys = list(meta.config.record_key_fields) or [RECORD_KEY]
+    if not sort_columns:
+        return sort_by_key(rows, keys)
+    columns = [*sort_columns, *keys]
     return rows.take(pc.sort_indices(rows, sort_keys=[(c, "ascending") for c in columns]))
 
 

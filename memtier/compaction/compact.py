@@ -4,8 +4,9 @@ Planning picks the slices a policy says are due (:func:`plan_compaction`), execu
 writes one base file per slice at the compaction's instant (:func:`compact`). Rows merge
 exactly as a snapshot read merges them (deletes applied, the greatest ordering value
 winning), so a snapshot read is the same before and after; the read-optimized view then
-shows every row the slice held. A base file sorted by an integer key stays sorted: only
-the log side is sorted and interleaved (:func:`memtier.hudi.merge.compact_file_group`).
+shows every row the slice held. New base files are in record-key order: a base file
+sorted by an integer key stays sorted, only the log side sorted and interleaved; other
+keys are sorted whole (:func:`memtier.hudi.merge.compact_file_group`).
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def _compact_one(meta: TableMeta, op: CompactionOperation, instant: str, task: i
     if slice_.base_file is not None:
         base = read_base_file(meta, join(meta.base_path, op.partition_path, slice_.base_file.name), columns)
     entries = read_log_entries(meta, slice_, visible, columns)
-    merged = compact_file_group(base, entries, meta.merge_spec)
+    merged = compact_file_group(base, entries, meta.merge_spec, meta.config.record_key_fields)
     if merged is None:
         merged = meta.file_schema.empty_table()
     relative = base_file_of(op, instant, task)

@@ -11,13 +11,14 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from memtier.hudi.keys import record_keys
 from memtier.hudi.parquetfile import write_parquet
 from memtier.hudi.schema import META_SCHEMA
 from memtier.io import FileIO
 
-__all__ = ["constant_column", "sort_by_key", "with_meta_columns", "write_base_file"]
+__all__ = ["constant_column", "key_order", "sort_by_key", "with_meta_columns", "write_base_file"]
 
 def constant_column(value: str, rows: int) -> pa.DictionaryArray:
     """``rows`` copies of ``value`` as a one-entry dictionary array."""
@@ -89,13 +90,30 @@ def with_meta_columns(
     return pa.Table.from_arrays([*meta, *data.columns], schema=schema)
 
 
-def sort_by_key(table: pa.Table, key_column: str) -> pa.Table:
-    """Rows in increasing key order (a no-op when already sorted), so merges can binary-search."""
-    keys = table.column(key_column).combine_chunks()
-    values = keys.to_numpy(zero_copy_only=False)
-    if len(values) < 2 or bool(np.all(values[1:] > values[:-1])):
+def sort_by_key(table: pa.Table, key_columns: str | Sequence[str]) -> pa.Table:
+    """Rows in increasing record-key order (a no-op when already sorted): by the key
+    columns in their own types, the first deciding, then the next (a single integer key
+    numerically, a single string key as Hudi orders record keys: by bytes). Base files
+    are, so merges can binary-search integer keys and key reads prune row groups by the
+    leading key column's statistics."""
+    columns = [key_columns] if isinstance(key_columns, str) else list(key_columns)
+    if table.num_rows < 2 or not columns:
         return table
-    return table.take(pa.array(np.argsort(values, kind="stable")))
+    order = key_order(table.select(columns))
+    return table if order is None else table.take(pa.array(order))
+
+
+def key_order(keys: pa.Table) -> np.ndarray | None:
+    """The order sorting the rows of ``keys`` (the key columns, the first deciding),
+    or None when they already are in order."""
+    if keys.num_columns == 1 and pa.types.is_integer(keys.schema.field(0).type):
+        values = keys.column(0).to_numpy()
+        if len(values) < 2 or bool(np.all(values[1:] >= values[:-1])):
+            return None
+        return np.argsort(values, kind="stable")
+    # Arrow's sort, stable; rows already in order cost about what checking them would
+    order = pc.sort_indices(keys, sort_keys=[(c, "ascending") for c in keys.column_names]).to_numpy()
+    return None if len(order) < 2 or bool(np.all(order[1:] > order[:-1])) else order
 
 
 def write_base_file(io: FileIO, path: str, table: pa.Table) -> int:

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from memtier.hudi.fsview import FileSystemView
+from memtier.hudi.keyread import GroupKeys, LogKeys
 from memtier.hudi.merge import LogEntry
 
 __all__ = ["SliceCache"]
@@ -37,6 +38,8 @@ def _size(value: object) -> int:
                 + (value.deleted_keys.nbytes if value.deleted_keys is not None else 0))
     if isinstance(value, (list, tuple)):
         return sum(_size(v) for v in value)
+    if isinstance(value, (GroupKeys, LogKeys)):
+        return value.nbytes
     if isinstance(value, FileSystemView):
         return 512 * len(value.file_sizes)  # a few small objects per file listed
     return 0

@@ -8,6 +8,7 @@ the inflight instant can record it for rollback) and executed second
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
 
-from memtier.hudi.basefile import constant_column, sort_by_key, with_meta_columns, write_base_file
+from memtier.hudi.basefile import constant_column, key_order, sort_by_key, with_meta_columns, write_base_file
 from memtier.hudi.commit import WriteStat
 from memtier.hudi.filenames import BaseFile, LogFile
 from memtier.hudi.fsview import FileSlice
@@ -199,16 +200,32 @@ def _rewrite(meta: TableMeta, plan: FileGroupPlan, instant: str, visible: Timeli
     merged = merged.set_column(
         merged.column_names.index(FILE_NAME), FILE_NAME, constant_column(plan.file_name, merged.num_rows)
     )
-    if meta.integer_key is not None:
-        merged = sort_by_key(merged, meta.integer_key)
+    if not meta.keyless:
+        merged = sort_by_key(merged, meta.config.record_key_fields)
     size = write_base_file(meta.io, join(meta.base_path, plan.relative_path), merged)
     return size, merged.num_rows
+
+
+def _in_key_order(meta: TableMeta, plan: FileGroupPlan) -> FileGroupPlan:
+    """The plan with its upserts in record-key order, as every base file is written
+    (writers route rows of an integer key sorted already: then this only checks)."""
+    change = plan.change
+    if meta.keyless or change.upserts is None:
+        return plan
+    order = key_order(change.upserts.select(list(meta.config.record_key_fields)))
+    if order is None:
+        return plan
+    taken = pa.array(order)
+    keys = change.record_keys.take(taken) if change.record_keys is not None else None
+    return dataclasses.replace(plan, change=dataclasses.replace(
+        change, upserts=change.upserts.take(taken), record_keys=keys))
 
 
 def write_file_group(meta: TableMeta, plan: FileGroupPlan, instant: str, visible: Timeline) -> WriteStat:
     """Execute a plan: write its one file durably and describe it for the commit."""
     change = plan.change
     if plan.kind == "base":
+        plan = _in_key_order(meta, plan)
         records = _records(meta, plan, instant, plan.file_name)
         size = write_base_file(meta.io, join(meta.base_path, plan.relative_path), records)
         return WriteStat(

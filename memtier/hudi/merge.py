@@ -30,6 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
 
+from memtier.hudi.basefile import sort_by_key
+
 __all__ = ["Deletes", "LogEntry", "MergeSpec", "compact_file_group", "fold_log", "latest_per_key", "merge_file_group"]
 
 
@@ -84,12 +86,15 @@ def _filtered(table: pa.Table, keep: np.ndarray) -> pa.Table:
 
 
 def compact_file_group(
-    base: pa.Table | None, entries: Sequence[LogEntry], spec: MergeSpec
+    base: pa.Table | None, entries: Sequence[LogEntry], spec: MergeSpec,
+    key_columns: Sequence[str] = (),
 ) -> pa.Table | None:
-    """:func:`merge_file_group` for a new base file: when the base rows are sorted by an
-    integer key, so is the result. Only the log side is sorted; it is then interleaved
-    with the base rows: one gather of base and log rows into the result, no sort of the
-    whole slice and no intermediate copy of the base rows kept."""
+    """:func:`merge_file_group` for a new base file, in record-key order. When the base
+    rows are sorted by an integer key only the log side is sorted; it is then
+    interleaved with the base rows: one gather of base and log rows into the result, no
+    sort of the whole slice and no intermediate copy of the base rows kept. Other keys
+    (``key_columns``: the record-key columns) are sorted whole, which costs little when
+    most rows come from a base file already in order."""
     if spec.key_column is None:
         return _appended(base, entries)
     parts = _merge_parts(base, entries, spec)
@@ -97,13 +102,13 @@ def compact_file_group(
         return base
     keep, kept_log = parts
     if base is None or keep is None:  # no base rows
-        return kept_log if kept_log is not None else base
+        return _in_key_order(kept_log, key_columns) if kept_log is not None else base
     if kept_log is None:
         return _filtered(base, keep)
     log_keys = kept_log.column(spec.key_column).combine_chunks()
     base_values = _sorted_integer_keys(base.column(spec.key_column).combine_chunks())
     if not pat.is_integer(log_keys.type) or base_values is None:
-        return pa.concat_tables([_filtered(base, keep), kept_log])
+        return _in_key_order(pa.concat_tables([_filtered(base, keep), kept_log]), key_columns)
     log_values = log_keys.to_numpy(zero_copy_only=False)
     log_order = np.argsort(log_values, kind="stable")
     base_rows = np.flatnonzero(keep)
@@ -114,6 +119,12 @@ def compact_file_group(
     order[~from_log] = base_rows
     order[from_log] = base.num_rows + log_order
     return pa.concat_tables([base, kept_log]).take(pa.array(order))
+
+
+def _in_key_order(table: pa.Table, key_columns: Sequence[str]) -> pa.Table:
+    if not key_columns or not all(c in table.column_names for c in key_columns):
+        return table
+    return sort_by_key(table, key_columns)
 
 
 def _appended(base: pa.Table | None, entries: Sequence[LogEntry]) -> pa.Table | None:

@@ -163,6 +163,7 @@ def read_table(
     extra: Mapping[tuple[str, str], Sequence[LogEntry]] | None = None,
     buckets: Collection[int] | None = None,
     cache: SliceCache | None = None,
+    timeline: Timeline | None = None,
 ) -> pa.Table:
     """Read the table; see :meth:`memtier.hudi.HudiTable.read`.
 
@@ -170,14 +171,15 @@ def read_table(
     files (rows held by table servers, not yet flushed); file groups that exist only
     there are read too. Entries must hold :func:`read_columns` of the same request.
     Equalities on every record-key column of a bucket-indexed table read only the
-    buckets of those keys (as do ``buckets``, when given).
+    buckets of those keys (as do ``buckets``, when given). ``timeline``: the table's
+    timeline when the caller has just listed it (else it is listed here).
     """
     if mode not in READ_MODES:
         raise InvalidArgumentError(f"mode must be one of {READ_MODES}, got {mode!r}")
     as_of_ts, start_ts, end_ts = read_instants(mode, as_of, start, end)
     wanted = _output_columns(meta, columns, include_meta)
     checked = validate(filters, [*META_FIELDS, *meta.schema.names])
-    timeline = meta.timeline()
+    timeline = timeline if timeline is not None else meta.timeline()
     point = as_of_ts
     if mode == "incremental":
         last = timeline.last_completed()

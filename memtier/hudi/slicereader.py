@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from memtier.hudi.cache import SliceCache
 from memtier.hudi.fsview import FileSlice
-from memtier.hudi.keyread import KeyFilter, read_key_rows
+from memtier.hudi.keyread import KeyFilter, LogKeys, read_key_rows
 from memtier.hudi.keys import record_keys
 from memtier.hudi.logformat import (
     BlockType,
@@ -70,6 +70,8 @@ def read_base_file(meta: TableMeta, path: str, columns: Sequence[str],
     keyed = None
     if keys is not None and cache is not None and _keys_readable(meta, keys):
         keyed = read_key_rows(meta.io, path, load, keys, cache)
+    if keyed is not None and keyed.num_rows == 0:  # the usual answer of a slice lacking the key
+        return pa.schema([meta.file_schema.field(c) for c in columns]).empty_table()
     if keyed is None:
         with meta.io.open_input(path) as source:
             parquet = pq.ParquetFile(source)
@@ -118,28 +120,48 @@ def _decoded_blocks(meta: TableMeta, path: str, columns: Sequence[str]) -> list[
 def read_log_entries(
     meta: TableMeta, slice_: FileSlice, visible: Timeline, columns: Sequence[str],
     *, cache: SliceCache | None = None, sizes: Sequence[int] | None = None,
+    key_filter: KeyFilter | None = None,
 ) -> list[LogEntry]:
     """The slice's committed log blocks, in log order, as merge entries.
 
     Blocks of instants that are not completed in ``visible`` are skipped, and a rollback
     command block drops every earlier block of its target instant, as Hudi readers do.
     A ``cache`` keeps each log file decoded, keyed by its path and size (``sizes``, as
-    listed: a file only ever grows by appended blocks), for every later read.
+    listed: a file only ever grows by appended blocks), for every later read. With a
+    ``key_filter`` only the records of those keys are kept (through a key index of each
+    block, kept in the cache too).
     """
     tagged: list[tuple[str, LogEntry]] = []
     paths = slice_.log_file_paths(meta.base_path)
     for i, path in enumerate(paths):
         load = partial(_decoded_blocks, meta, path, columns)
+        indexes: list[LogKeys | None] | None = None
         if cache is None or sizes is None:
             blocks = load()
         else:
             blocks = cache.get(("log", path, sizes[i], tuple(columns)), load)
-        for instant, block_type, target, entry in blocks:
+            if key_filter is not None:
+                indexes = cache.get(("log keys", path, sizes[i], tuple(columns), tuple(key_filter.columns)),
+                                    partial(_block_keys, blocks, key_filter.columns))
+        for number, (instant, block_type, target, entry) in enumerate(blocks):
             if block_type == BlockType.COMMAND:
                 tagged = [(t, e) for t, e in tagged if t != target]
             elif entry is not None and instant is not None and visible.is_completed(instant):
-                tagged.append((instant, entry))
+                if key_filter is not None:
+                    entry = _filtered(entry, key_filter, indexes[number] if indexes is not None else None)
+                if entry is not None:
+                    tagged.append((instant, entry))
     return [entry for _, entry in tagged]
+
+
+def _block_keys(blocks: Sequence[_Block], columns: Sequence[str]) -> list[LogKeys | None]:
+    """A key index of each data block holding ``columns`` (None for the others)."""
+    return [
+        LogKeys.of(entry.records.select(list(columns)))
+        if entry is not None and entry.records is not None and all(c in entry.records.column_names for c in columns)
+        else None
+        for _, _, _, entry in blocks
+    ]
 
 
 def read_slice(
@@ -178,19 +200,22 @@ def read_slice(
         return base
     entries: list[LogEntry] = []
     if slice_.log_files:
-        entries = read_log_entries(meta, slice_, visible, columns, cache=cache, sizes=log_sizes)
-    entries = [*entries, *extra]
+        entries = read_log_entries(meta, slice_, visible, columns, cache=cache, sizes=log_sizes,
+                                   key_filter=key_filter)
     if key_filter is not None:
-        entries = [_filtered(e, key_filter) for e in entries]
-    return merge_file_group(base, entries, meta.merge_spec)
+        extra = [f for e in extra if (f := _filtered(e, key_filter)) is not None]
+    return merge_file_group(base, [*entries, *extra], meta.merge_spec)
 
 
-def _filtered(entry: LogEntry, key_filter: KeyFilter) -> LogEntry:
+def _filtered(entry: LogEntry, key_filter: KeyFilter, index: LogKeys | None = None) -> LogEntry | None:
+    """The entry's records of the filter's keys; None when it has none (and no deletes)."""
     if entry.records is None:
         return entry
-    rows = key_filter.rows(entry.records)
+    rows = index.rows(key_filter) if index is not None else key_filter.rows(entry.records)
     if len(rows) == entry.records.num_rows:
         return entry
+    if not len(rows) and entry.deleted_keys is None:
+        return None
     taken = pa.array(rows)
     mask = entry.delete_mask.take(taken) if entry.delete_mask is not None else None
     return dataclasses.replace(entry, records=entry.records.take(taken), delete_mask=mask)

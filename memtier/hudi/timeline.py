@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import Enum
-from functools import total_ordering
+from functools import cached_property, lru_cache, total_ordering
 
 from memtier.errors import (
     CorruptFileError,
@@ -178,6 +178,13 @@ def _latest_states(instants: Sequence[Instant]) -> tuple[Instant, ...]:
     return tuple(sorted(latest.values()))
 
 
+@lru_cache(maxsize=4096)
+def _parsed(file_name: str, layout: int) -> Instant | None:
+    """:meth:`Instant.parse`, once per name (a reader lists the same timeline files at
+    every read; an instant is an immutable value)."""
+    return Instant.parse(file_name, layout)
+
+
 def _matches(instant: Instant, actions: Collection[str] | None) -> bool:
     return actions is None or instant.action in actions
 
@@ -193,7 +200,7 @@ class Timeline:
     def load(cls, io: FileIO, base_path: str, layout_version: int) -> Timeline:
         """List the timeline folder; files and folders that are not instants are ignored."""
         found = (
-            Instant.parse(entry.name, layout_version)
+            _parsed(entry.name, layout_version)
             for entry in io.list_dir(timeline_dir(base_path, layout_version))
             if not entry.is_dir
         )
@@ -213,7 +220,12 @@ class Timeline:
 
     def is_completed(self, timestamp: str) -> bool:
         """True when a commit-type instant at ``timestamp`` has completed."""
-        return any(i.timestamp == timestamp for i in self.completed())
+        return timestamp in self._completed_times
+
+    @cached_property
+    def _completed_times(self) -> frozenset[str]:
+        """The times of completed commit-type instants (a reader asks once per log block)."""
+        return frozenset(i.timestamp for i in self.completed())
 
     def last_completed(self) -> Instant | None:
         """The newest completed commit-type instant."""

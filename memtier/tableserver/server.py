@@ -62,13 +62,17 @@ from memtier.wal import (
 from memtier.wal.format import frame_payload
 from memtier.wal.storage import WalEntry
 
-__all__ = ["DELETE_FLAG", "FILE_ID_COLUMN", "PARTITION_COLUMN", "TableServer", "WriteAck"]
+__all__ = ["DELETE_FLAG", "FILE_ID_COLUMN", "PARTITION_COLUMN", "UNRESOLVED", "TableServer", "WriteAck"]
 
 log = logging.getLogger(__name__)
 
 #: Columns a block read carries besides the data: the rows' file group.
 PARTITION_COLUMN = "__memtier_partition"
 FILE_ID_COLUMN = "__memtier_file_id"
+#: Schema metadata key of a read's answer holding rows of transactions its snapshot left
+#: unresolved (see :meth:`TableServer.read`).
+UNRESOLVED = b"memtier.unresolved"
+UNRESOLVED_METADATA = {UNRESOLVED: b"1"}
 _NO_PRODUCER = bytes(16)
 #: How long flushed blocks stay listed for readers that planned before the flush.
 _FLUSHED_GRACE_S = 60.0
@@ -523,11 +527,24 @@ class TableServer:
         group in two extra columns, and the delete flag of each row (:data:`DELETE_FLAG`).
         Rows of transactions the ``snapshot`` says are aborted are left out, and with
         ``committed_only`` those not committed in it. ``key_filters`` (on record-key
-        columns only) keep the rows of the keys they pass."""
+        columns only) keep the rows of the keys they pass.
+
+        The answer's schema metadata holds :data:`UNRESOLVED` when rows of the keys
+        asked for belong to transactions the ``snapshot`` has open or does not know yet,
+        shown or not (their outcome may have changed since it was taken: a reader that
+        reused an old snapshot asks the master for a new one). Buckets this server does not serve
+        (any more) raise :class:`NotOwnerError`, not an empty answer."""
         t = self._table(table)
         checked = validate(key_filters, t.meta.config.record_key_fields)
         pinned = pinned_values(checked)  # frames holding none of them are skipped
         wanted = set(buckets) if buckets is not None else None
+        foreign = sorted(wanted - t.owned) if wanted is not None else []
+        if foreign:
+            raise NotOwnerError(
+                f"buckets {foreign} of table {table!r} are not on table server {self.server_id}; "
+                "refresh the routing and retry"
+            )
+        unresolved = False
         stored = flagged_schema(t.meta.physical)
         names = list(columns) if columns is not None else list(t.meta.physical.names)
         names = names if DELETE_FLAG in names else [*names, DELETE_FLAG]
@@ -543,6 +560,8 @@ class TableServer:
             ]
         for key, block in missing:
             for frame, rows in _frames_of_keys(block, pinned):
+                if snapshot is not None and not snapshot.resolved(frame.txn_id):
+                    unresolved = True  # shown (latest) or hidden (committed): either may change
                 if snapshot is not None and not snapshot.visible(
                     frame.txn_id, committed_only=committed_only
                 ):
@@ -558,7 +577,8 @@ class TableServer:
             FILE_ID_COLUMN, _repeated(file_ids)
         )
         keys = KeyFilter.of(checked)  # not acero's filter: it costs ~0.1 ms a frame
-        return data if keys is None else keys.filter(data)
+        data = data if keys is None else keys.filter(data)
+        return data.replace_schema_metadata(UNRESOLVED_METADATA) if unresolved else data
 
     # == flushes =========================================================================
     def maintain(self) -> list[str]:

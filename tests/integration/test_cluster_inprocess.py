@@ -140,6 +140,11 @@ def test_acknowledged_writes_are_readable_at_once(cluster: InProcessCluster, cli
     found = client.lookup("t", {"tenant": ["tenant-1", "tenant-0", "tenant-0"], "id": [51, 8, 7]})
     assert rows(found, COLUMNS) == [r for r in expected(*writes) if r[:2] in
                                     {("tenant-1", 51), ("tenant-0", 8)}]
+    client.flush("t")  # the same from the files, reading only the columns asked for
+    narrow = client.lookup("t", {"tenant": ["tenant-1", "tenant-0", "tenant-0"], "id": [51, 8, 7]},
+                           columns=["v", "id"])
+    assert narrow.column_names == ["v", "id"]
+    assert rows(narrow, ["v", "id"]) == sorted((r[4], r[1]) for r in rows(found, COLUMNS))
 
 
 def test_table_servers_ship_only_the_rows_of_the_keys_a_read_filters_on(

@@ -1,7 +1,9 @@
-"""A read asks the table servers at its previous read point while the master plans the
-new one, keeping their answer only when the point did not move: on one process and over
-real Arrow Flight, a lookup after a commit, a flush or an abort equals what a fresh plan
-reads, and in a steady state each owning table server is asked once."""
+"""A read reuses its previous read point without asking the master while no commit was
+made since, and otherwise asks the table servers at that point while the master plans
+the new one, keeping their answer only when the point did not move: on one process and
+over real Arrow Flight, a lookup after a commit, a flush, an abort, a transaction begun
+since or a bucket moved equals what a fresh plan reads, and in a steady state each
+owning table server is asked once and the master not at all."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import pyarrow as pa
 import pytest
 
 from memtier.client import Client, Transaction
+from memtier.errors import NotFoundError
+from memtier.hudi.keys import bucket_ids
 from tests.support.inprocess import InProcessCluster
 from tests.support.rpccluster import RpcCluster
 
@@ -86,3 +90,85 @@ def test_a_lookup_asks_the_owning_table_server_once_when_nothing_was_committed(
         client.write("t", rows([5], ts, f"v{ts}"))
         assert value(client, 5) == [(ts, f"v{ts}")]
     assert len(asked) == 4
+
+
+def test_a_lookup_asks_the_master_only_once_a_commit_moved_the_read_point(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client.write("t", rows([5], 1, "a"))
+    assert value(client, 5) == [(1, "a")]
+    plans: list[Any] = []
+    read_plan = client.master.read_plan
+    monkeypatch.setattr(client.master, "read_plan", lambda *a, **k: plans.append(a) or read_plan(*a, **k))
+    for ts in range(2, 6):
+        client.write("t", rows([5], ts, f"v{ts}"))
+        assert value(client, 5) == [(ts, f"v{ts}")]
+    assert plans == []
+    client.flush("t")  # a deltacommit: the point moved
+    client.write("t", rows([5], 6, "v6"))
+    assert value(client, 5) == [(6, "v6")]
+    assert len(plans) == 1
+    assert value(client, 5) == [(6, "v6")]
+    assert len(plans) == 1
+
+
+def test_a_transaction_begun_since_the_last_read_shows_as_its_outcome_says(client: Client) -> None:
+    client.write("t", rows([1, 2], 1, "a"))
+    assert value(client, 1) == [(1, "a")]  # the read point knows no transaction
+    aborted = Transaction(client, "t", "aborted")
+    aborted.write(rows([1], 9, "gone"))
+    aborted.abort()
+    assert value(client, 1) == [(1, "a")]
+    committed = Transaction(client, "t", "committed")
+    committed.write(rows([2], 9, "tx"))
+
+    def read_committed() -> list[tuple[int, str]]:
+        found = client.read("t", "committed", filters=[("id", "=", 2)])
+        return list(zip(found.column("ts").to_pylist(), found.column("v").to_pylist(), strict=True))
+
+    assert read_committed() == [(1, "a")]
+    committed.commit()
+    assert read_committed() == [(9, "tx")]
+    assert value(client, 2) == [(9, "tx")]
+
+
+def test_a_bucket_moved_since_the_last_read_is_read_from_its_new_owner(
+    cluster: InProcessCluster | RpcCluster, client: Client
+) -> None:
+    writer = cluster.client()  # the reader's routing stays as its last read left it
+    writer.write("t", rows([1], 1, "a"))
+    assert value(client, 1) == [(1, "a")]
+    bucket = int(bucket_ids(pa.table({"id": [1]}), ["id"], 4)[0])
+    routing = cluster.master.describe_table("t")["routing"]
+    owner = routing[bucket] if bucket in routing else routing[str(bucket)]
+    other = next(s for s in cluster.servers if s != owner)
+    budget = cluster.config.memory_budget
+    cluster.master.heartbeat(owner, {"memory_used": budget}, {("t", bucket): budget // 2})
+    cluster.master.heartbeat(other, {"memory_used": 0}, {})
+    assert cluster.master.rebalance() == ("t", bucket, owner, other)
+    writer.write("t", rows([1], 2, "b"))  # acknowledged by the new owner
+    assert value(client, 1) == [(2, "b")]
+    writer.close()
+
+
+def test_a_file_gone_under_a_reused_read_point_is_read_under_a_new_plan(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client.write("t", rows([3], 1, "a"))
+    client.flush("t")
+    assert value(client, 3) == [(1, "a")]  # the point: the flush's instant
+    plans: list[Any] = []
+    read_plan = client.master.read_plan
+    monkeypatch.setattr(client.master, "read_plan", lambda *a, **k: plans.append(a) or read_plan(*a, **k))
+    read_planned = client._read_planned
+    failed: list[bool] = []
+
+    def cleaned_once(r: Any, plan: Any, buckets: Any, memory: Any = None, timeline: Any = None) -> Any:
+        if timeline is not None and not failed:  # the reused point's read finds a slice cleaned
+            failed.append(True)
+            raise NotFoundError("no such file: a slice a clean deleted")
+        return read_planned(r, plan, buckets, memory, timeline)
+
+    monkeypatch.setattr(client, "_read_planned", cleaned_once)
+    assert value(client, 3) == [(1, "a")]
+    assert failed and len(plans) == 1
