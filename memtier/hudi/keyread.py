@@ -263,8 +263,10 @@ def _bisect(ordered: pa.Array, value: str, *, right: bool) -> int:
     return low
 
 
-#: Per prunable column, each row group's (min, max); None where a group has no statistics.
-_Bounds = dict[str, list[tuple[Any, Any] | None]]
+#: Per prunable column, each row group's (min, max); None where a group has no statistics,
+#: :data:`_EMPTY` where it has no rows (a compaction that deleted every row writes one).
+_Bounds = dict[str, list[tuple[Any, ...] | None]]
+_EMPTY: tuple[Any, ...] = ()
 
 
 def _footer(io: FileIO, path: str) -> tuple[pq.FileMetaData, dict[str, int], pa.Schema, _Bounds, list[str]]:
@@ -283,12 +285,15 @@ def _footer(io: FileIO, path: str) -> tuple[pq.FileMetaData, dict[str, int], pa.
             continue
         ranges: list[tuple[Any, Any] | None] = []
         for group in range(footer.num_row_groups):
+            if footer.row_group(group).num_rows == 0:
+                ranges.append(_EMPTY)
+                continue
             stats = footer.row_group(group).column(leaf).statistics
             ranges.append((stats.min, stats.max) if stats is not None and stats.has_min_max else None)
         bounds[name] = ranges
     constant = [name for name, ranges in bounds.items()
                 if not pat.is_integer(schema.field(name).type)
-                and all(r is not None and r[0] == r[1] for r in ranges)]
+                and all(r is not None and (r == _EMPTY or r[0] == r[1]) for r in ranges)]
     return footer, leaves, schema, bounds, constant
 
 
@@ -299,6 +304,8 @@ def _may_hold(group: int, bounds: _Bounds, pinned: Mapping[str, list[Any]]) -> b
     for column, values in pinned.items():
         ranges = bounds.get(column)
         known = ranges[group] if ranges is not None else None
+        if known == _EMPTY:
+            return False  # no rows at all
         if known is None:
             continue
         low, high = known
