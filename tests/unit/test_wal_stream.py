@@ -64,6 +64,19 @@ def by_block(fileio: FileIO, directory: str) -> dict[str, list[int]]:
     }
 
 
+def one_segment(root: str, *, writes: int, blocks: int) -> tuple[FileIO, str]:
+    """A closed stream of one segment: ``writes`` frames of each of ``blocks`` blocks."""
+    fileio = open_fileio(root)
+    with GroupCommitter() as committer:
+        stream = WalStream(fileio, f"{root}/s", table="t", owner="a", committer=committer)
+        for seq in range(writes):
+            for block in range(blocks):
+                append(stream, block, seq)
+        stream.close()
+    [path] = segments(fileio, f"{root}/s")
+    return fileio, path
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> str:
     return str(tmp_path)
@@ -236,14 +249,7 @@ def test_stale_segments_of_other_incarnations_go_once_their_blocks_are_flushed(r
 def test_any_one_flipped_bit_of_a_record_header_is_repaired(root: str) -> None:
     """Each of the 512 bits of a frame's record header (magic, CRC, fields), flipped on
     its own: the stream still decodes to exactly the same frames of every block."""
-    fileio = open_fileio(root)
-    with GroupCommitter() as committer:
-        stream = WalStream(fileio, f"{root}/s", table="t", owner="a", committer=committer)
-        for seq in range(2):
-            for block in range(3):
-                append(stream, block, seq)
-        stream.close()
-    [path] = segments(fileio, f"{root}/s")
+    fileio, path = one_segment(root, writes=2, blocks=3)
     data = fileio.read_bytes(path)
     intact = by_block(fileio, f"{root}/s")
     frame = read_stream(fileio, path).blocks[1].frames[0]  # followed by later writes
@@ -259,14 +265,7 @@ def test_a_segment_s_blocks_are_listed_from_its_record_headers_alone(root: str) 
     sequence numbers; None once a header does not verify."""
     from memtier.wal.format import declared_blocks
 
-    fileio = open_fileio(root)
-    with GroupCommitter() as committer:
-        stream = WalStream(fileio, f"{root}/s", table="t", owner="a", committer=committer)
-        for seq in range(3):
-            for block in range(4):
-                append(stream, block, seq)
-        stream.close()
-    [path] = segments(fileio, f"{root}/s")
+    fileio, path = one_segment(root, writes=3, blocks=4)
     data = fileio.read_bytes(path)
     listed = declared_blocks(pa.py_buffer(data), path)
     decoded = read_stream(fileio, path).blocks
