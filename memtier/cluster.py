@@ -95,6 +95,7 @@ class MasterShell:
             root,
             connect=lambda _server_id, location: TableServerProxy(location, token=token),
             storage_options=storage_options,
+            wal_root=wal_root(root, config),
             heartbeat_timeout=config.heartbeat_timeout.total_seconds(),
             services=services,
             catalog=catalog,
@@ -344,7 +345,7 @@ def start(
     address_of_master = ray.get(master.location.remote(), timeout=start_timeout)
     server_cls = ray.remote(TableServerShell)
     nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
-    wal_root = join(path, "_memtier", "wal")
+    wal = wal_root(path, cluster_config)
     servers = {}
     for i in range(table_servers):
         name = f"ts-{i}"
@@ -359,7 +360,7 @@ def start(
         elif len(nodes) > 1:
             actor_options["scheduling_strategy"] = "SPREAD"
         servers[name] = server_cls.options(**actor_options).remote(
-            name, address_of_master, wal_root, cluster_options, server_options
+            name, address_of_master, wal, cluster_options, server_options
         )
     ray.get([s.location.remote() for s in servers.values()], timeout=start_timeout)
     pool = _start_services(ray, address_of_master, cluster_options, services_config)
@@ -368,6 +369,14 @@ def start(
     _CLUSTERS[address_of_master] = cluster
     _wait_for_servers(cluster, table_servers, start_timeout)
     return cluster
+
+
+def wal_root(path: str, config: ClusterConfig) -> str:
+    """Where the table servers of a cluster whose tables and state live under ``path``
+    keep their WALs: ``cluster.wal-path``, else ``<path>/_memtier/wal``."""
+    if config.wal_path is None:
+        return join(path, "_memtier", "wal")
+    return config.wal_path if "://" in config.wal_path else os.path.abspath(config.wal_path)
 
 
 def _check_pool_fits(ray: Any, config: ServicesConfig) -> None:

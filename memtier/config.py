@@ -323,6 +323,14 @@ class ClusterConfig:
         "CPUs table servers are pinned to; auto: every CPU cluster.service-cpus does not "
         "take; none: no pinning",
     )
+    wal_path: str | None = setting(
+        "cluster.wal-path",
+        None,
+        str,
+        "where table servers keep their WALs (default: <path>/_memtier/wal); a device of its "
+        "own keeps WAL syncs, and so acknowledgements, fast while flushes and compactions "
+        "write to the tables' one",
+    )
 
 
 # ======================================================================================

@@ -116,13 +116,17 @@ class Master:
         clock: Callable[[], float] = time.time,
         services: Mapping[str, str] | None = None,
         catalog: Mapping[str, str] | None = None,
+        wal_root: str | None = None,
     ) -> None:
         """``root`` holds the master's state and, by default, the tables;
         ``connect(server_id, location)`` opens a handle on a table server; ``services``
         are the ``services.*`` settings (the table-service policies); ``catalog`` the
-        ``catalog.*`` settings (the metastore tables are registered in)."""
+        ``catalog.*`` settings (the metastore tables are registered in); ``wal_root``
+        where the table servers keep their WALs (default ``<root>/_memtier/wal``)."""
         self.root = root
         self._io = open_fileio(root, storage_options)
+        self._wal_root = wal_root or join(root, "_memtier", "wal")
+        self._wal_io = open_fileio(self._wal_root, storage_options)
         self._storage_options = dict(storage_options or {})
         self._store = MasterStore(self._io, join(root, "_memtier", "master", "state.json"))
         self._connect = connect
@@ -255,7 +259,7 @@ class Master:
         if purge:
             self.catalog.table_dropped(name)
             open_fileio(entry.path, entry.storage_options).delete_dir(entry.path)
-            self._io.delete_dir(join(self.root, "_memtier", "wal", name))
+            self._wal_io.delete_dir(join(self._wal_root, name))
 
     def list_tables(self) -> list[str]:
         with self._lock:

@@ -29,11 +29,17 @@ SERVERS = 2
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def wal_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cluster's WAL, apart from its tables (cluster.wal-path): every test here runs so."""
+    return tmp_path_factory.mktemp("memtier-ray-wal")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, wal_dir: Path) -> Iterator[object]:
     import memtier
 
     root = tmp_path_factory.mktemp("memtier-ray")
-    running = memtier.start_local(str(root), table_servers=SERVERS)
+    running = memtier.start_local(str(root), table_servers=SERVERS, config={"cluster.wal-path": str(wal_dir)})
     yield running
     running.shutdown()
 
@@ -65,6 +71,20 @@ def test_table_server_processes_run_without_transparent_huge_pages(cluster: obje
     for name in (f"ts-{i}" for i in range(SERVERS)):
         status = Path(f"/proc/{pids[name]}/status").read_text()
         assert "THP_enabled:\t0" in status, name
+
+
+def test_the_wal_lives_where_cluster_wal_path_says_and_goes_with_a_purged_table(
+    cluster: object, wal_dir: Path
+) -> None:
+    client = cluster.client()  # type: ignore[attr-defined]
+    client.create_table("walpath", SCHEMA, record_key="id", ordering_field="ts", buckets=2)
+    client.write("walpath", pa.table({"id": [1, 2], "ts": [1, 1], "p": ["a", "b"], "v": ["x", "y"]},
+                                     schema=SCHEMA))
+    assert list((wal_dir / "walpath").rglob("*.stream")), "the table's WAL segments are under cluster.wal-path"
+    root = Path(cluster.path)  # type: ignore[attr-defined]
+    assert not (root / "_memtier" / "wal").exists()
+    client.drop_table("walpath", purge=True)
+    assert not (wal_dir / "walpath").exists()
 
 
 def test_table_server_processes_start_with_the_allocator_settings(cluster: object) -> None:
