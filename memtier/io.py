@@ -270,6 +270,23 @@ def is_temp_file(name: str) -> bool:
     return name.startswith(_TEMP_PREFIX)
 
 
+#: A temporary file unmodified this long was left by a crash: no write takes a day.
+ORPHAN_AGE_S = 24 * 3600.0
+
+
+def sweep_temp_files(io: FileIO, root: str, *, now: float, older_than: float = ORPHAN_AGE_S) -> list[str]:
+    """Delete the temporary files a crash left below ``root`` (a writer that died between
+    writing a file and publishing it), those unmodified for ``older_than`` seconds at
+    ``now`` (seconds since the epoch); their paths. Readers never take them for data:
+    their names look like no Hudi or WAL file."""
+    swept = []
+    for info in io.list_files(root):
+        if is_temp_file(basename(info.path)) and info.mtime is not None and now - info.mtime >= older_than:
+            io.delete(info.path)
+            swept.append(info.path)
+    return swept
+
+
 # ======================================================================================
 # Local disk
 # ======================================================================================

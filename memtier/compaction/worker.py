@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -21,7 +22,7 @@ from memtier.compaction.compact import compact, compaction_metadata
 from memtier.hudi.plans import CleanerPlan, ClusteringPlan, CompactionPlan
 from memtier.hudi.tablemeta import TableMeta
 from memtier.hudi.timeline import Instant, State
-from memtier.io import open_fileio
+from memtier.io import open_fileio, sweep_temp_files
 
 __all__ = ["ServiceLink", "ServiceWorker"]
 
@@ -124,4 +125,6 @@ class ServiceWorker:
             return clustering_metadata(meta, stats, replaced).to_json(), [*replaced, *written]
         last = timeline.last_completed()
         metadata = clean(meta, instant, CleanerPlan.from_avro(plan_bytes), last.timestamp if last else "")
+        for path in sweep_temp_files(meta.io, meta.base_path, now=time.time()):
+            log.info("deleted %s, a temporary file a crashed writer left", path)
         return metadata.to_avro(), []

@@ -38,7 +38,7 @@ from memtier.hudi.keys import check_keys
 from memtier.hudi.routing import file_groups, producer_bucket, spread
 from memtier.hudi.schema import conform, to_table
 from memtier.hudi.tablemeta import TableMeta
-from memtier.io import FileIO, join, open_fileio, parent, relpath
+from memtier.io import FileIO, join, open_fileio, parent, relpath, sweep_temp_files
 from memtier.latency import LatencyWindow
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
 from memtier.tableserver.block import Block, Frame, Share
@@ -618,7 +618,8 @@ class TableServer:
     def delete_expired_wals(self) -> int:
         """Delete what the WAL holds of blocks flushed longer ago than the retention
         period (never a block that is not in the Hudi table): stream segments whose every
-        block is, and block files of older versions; how many files were deleted."""
+        block is, and block files of older versions; and temporary files crashes left
+        (:func:`~memtier.io.sweep_temp_files`); how many files were deleted."""
         deleted = 0
         with self._lock:
             tables = list(self._tables.values())
@@ -646,6 +647,7 @@ class TableServer:
                 self._wal_io, wal_dir, is_flushed=file_flushed, now=now,
                 retention=self._wal_config.retention,
             ))
+            deleted += len(sweep_temp_files(self._wal_io, wal_dir, now=now))  # left by crashes
         return deleted
 
     def flush(self, table: str | None = None, *, seal: bool = False) -> list[str]:

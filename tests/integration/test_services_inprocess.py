@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -13,7 +14,7 @@ import pytest
 from memtier.compaction.worker import ServiceWorker
 from memtier.hudi.filenames import BaseFile, LogFile, classify
 from memtier.hudi.tablemeta import TableMeta
-from memtier.io import open_fileio
+from memtier.io import ORPHAN_AGE_S, open_fileio
 from tests.support.hudirs import hudi_rs_read, rows
 from tests.support.inprocess import InProcessCluster
 from tests.support.waiting import wait_until
@@ -276,3 +277,28 @@ def test_flushes_into_file_groups_being_clustered_wait_for_the_clustering(cluste
     assert rows(client.read("t")) == rows(expected)
     assert rows(hudi_rs_read(_path(cluster)), DATA) == rows(expected, DATA)
     assert [f for f in _files(cluster) if isinstance(f, LogFile) and f.base_instant == task["instant"]]
+
+
+def test_temporary_files_crashes_left_go_with_a_clean_and_the_wal_retention(cluster) -> None:
+    """A temporary file a day old (a writer that died before publishing it) in the table's
+    folders goes with the next clean, in the WAL's with the table server's retention
+    sweep; fresh ones (maybe being written) stay."""
+    cluster.master.set_services("t", {"services.clean-retain-versions": "1"})
+    for round_ in range(3):  # three slices: a read's lease keeps two, the oldest goes
+        _write_rounds(cluster, 2, start=2 * round_)
+        _run(cluster, "compaction")
+    left = [os.path.join(_path(cluster), "city=a", ".memtier-tmp-0a.tmp"),
+            os.path.join(cluster.wal_root, "t", "_memtier_streams", ".memtier-tmp-0b.tmp")]
+    fresh = os.path.join(_path(cluster), "city=b", ".memtier-tmp-0c.tmp")
+    old = time.time() - ORPHAN_AGE_S - 60
+    for path in [*left, fresh]:
+        with open(path, "wb") as f:
+            f.write(b"half a file")
+        if path != fresh:
+            os.utime(path, (old, old))
+    before = rows(cluster.client().read("t"))
+    _run(cluster, "clean")
+    assert not os.path.exists(left[0]) and os.path.exists(left[1])
+    assert cluster.servers["ts-0"].delete_expired_wals() == 1
+    assert not os.path.exists(left[1]) and os.path.exists(fresh)
+    assert rows(cluster.client().read("t")) == before

@@ -10,7 +10,17 @@ import pytest
 
 from memtier.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
 from memtier.hudi.filenames import classify
-from memtier.io import FileIO, is_temp_file, join, open_fileio, parent, relpath
+from memtier.io import (
+    ORPHAN_AGE_S,
+    FileIO,
+    basename,
+    is_temp_file,
+    join,
+    open_fileio,
+    parent,
+    relpath,
+    sweep_temp_files,
+)
 
 
 def test_write_atomic_replaces_and_reads_back(fileio: FileIO, any_root: str) -> None:
@@ -169,3 +179,32 @@ def test_hdfs_uri_needs_a_name_node() -> None:
     assert isinstance(open_fileio("hdfs://namenode:8020/tables/t"), HdfsFileIO)
     with pytest.raises(InvalidArgumentError, match="cannot use HDFS"):
         open_fileio("hdfs:///tables/t")
+
+
+def test_a_writer_killed_mid_write_leaves_a_temporary_file_that_is_swept_once_old(tmp_path) -> None:
+    """A real process SIGKILLed while writing a file leaves only its temporary file (the
+    file itself never appears); the sweep takes it once it is old enough, and nothing else."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = str(tmp_path)
+    io = open_fileio(root)
+    io.write_atomic(join(root, "p", "kept.parquet"), b"published")
+    writer = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from memtier.io import open_fileio\n"
+         f"writing = open_fileio({root!r}).open_output({root!r} + '/p/new.parquet')\n"
+         "out = writing.__enter__()\n"
+         "out.write(b'x' * 4096); out.flush(); print('writing', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "writing"
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+    (left,) = [f.path for f in io.list_files(root) if is_temp_file(basename(f.path))]
+    assert sweep_temp_files(io, root, now=time.time()) == []  # it might still be written
+    assert sweep_temp_files(io, root, now=time.time() + ORPHAN_AGE_S + 60) == [left]
+    assert [basename(f.path) for f in io.list_files(root)] == ["kept.parquet"]
