@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from memtier.errors import InvalidArgumentError, NotFoundError
 from memtier.hudi.filenames import BaseFile, LogFile, bucket_or_none, classify, new_bucket_file_id
@@ -207,6 +207,10 @@ class FileSystemView:
             if p == partition and bucket_or_none(candidate) == bucket:
                 return candidate
         return new_bucket_file_id(bucket)
+
+    def within(self, keep: Callable[[str], bool]) -> FileSystemView:
+        """This view restricted to the file groups of the partitions ``keep`` takes."""
+        return replace(self, file_groups={k: g for k, g in self.file_groups.items() if keep(k[0])})
 
     def latest_slices(self) -> list[FileSlice]:
         return [g.latest for g in self.file_groups.values()]

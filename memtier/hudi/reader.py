@@ -18,10 +18,10 @@ from memtier.hudi.cache import SliceCache
 from memtier.hudi.filenames import bucket_or_none
 from memtier.hudi.filters import (
     Filter,
+    filtered,
     key_buckets,
     key_filters,
     partition_predicate,
-    to_expression,
     validate,
 )
 from memtier.hudi.fsview import FileSlice, FileSystemView
@@ -214,22 +214,22 @@ def read_table(
         commit_time = result.column(COMMIT_TIME)
         in_range = pc.and_(pc.greater(commit_time, start_ts), pc.less_equal(commit_time, point))
         result = result.filter(in_range)
-    expression = to_expression(checked)
-    if expression is not None and (key_filter is None or len(key_filter.filters) < len(checked)):
-        result = result.filter(expression)  # (key filters alone ran before the merge: its rows pass)
+    if checked and (key_filter is None or len(key_filter.filters) < len(checked)):
+        result = filtered(result, checked)  # (key filters alone ran before the merge: its rows pass)
     return _to_logical(result.select(wanted), meta)
 
 
 def _view(meta: TableMeta, timeline: Timeline, point: str | None,
           predicate: Callable[[str], bool] | None, cache: SliceCache | None) -> FileSystemView:
-    """The table's file-system view as of ``point``; with a ``cache``, kept for the next
-    read of the same timeline (every instant and state alike: files only become visible,
-    replaced or cleaned through instants, so the same timeline lists the same slices)."""
-    build = partial(FileSystemView.build, meta.io, meta.base_path, timeline, as_of=point,
-                    partition_filter=predicate)
-    if cache is None or predicate is not None:
-        return build()
-    return cache.get(("view", meta.base_path, timeline.instants, point), build)
+    """The table's file-system view as of ``point``, of the partitions ``predicate``
+    takes; with a ``cache``, the whole view is kept for the next read of the same
+    timeline (every instant and state alike: files only become visible, replaced or
+    cleaned through instants, so the same timeline lists the same slices)."""
+    if cache is None:
+        return FileSystemView.build(meta.io, meta.base_path, timeline, as_of=point, partition_filter=predicate)
+    build = partial(FileSystemView.build, meta.io, meta.base_path, timeline, as_of=point)
+    view = cache.get(("view", meta.base_path, timeline.instants, point), build)
+    return view if predicate is None else view.within(predicate)
 
 
 def _key_buckets(meta: TableMeta, filters: Sequence[Filter]) -> set[int] | None:
