@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memtier.hudi.keyfilter import key_filter_metadata
 from memtier.hudi.keys import record_keys
 from memtier.hudi.parquetfile import write_parquet
 from memtier.hudi.schema import META_SCHEMA
@@ -116,8 +117,9 @@ def key_order(keys: pa.Table) -> np.ndarray | None:
     return None if len(order) < 2 or bool(np.all(order[1:] > order[:-1])) else order
 
 
-def write_base_file(io: FileIO, path: str, table: pa.Table) -> int:
-    """Write ``table`` (meta columns first) as a base file, durably; returns its size."""
+def write_base_file(io: FileIO, path: str, table: pa.Table, key_fields: Sequence[str]) -> int:
+    """Write ``table`` (meta columns first) as a base file, durably, with a Bloom filter
+    of each of its ``key_fields`` in the footer; returns its size."""
     with io.open_output(path) as sink:
-        write_parquet(table, sink)
+        write_parquet(table, sink, key_filter_metadata(table, key_fields))
     return io.info(path).size

@@ -11,9 +11,10 @@ Least recently used entries are dropped once the cached data exceeds the budget.
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections import OrderedDict, deque
+from collections.abc import Callable, Hashable, Iterable
 from typing import TypeVar
 
 import pyarrow as pa
@@ -24,6 +25,8 @@ from memtier.hudi.keyread import GroupKeys, LogKeys
 from memtier.hudi.merge import LogEntry
 
 __all__ = ["SliceCache"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -54,6 +57,8 @@ class SliceCache:
         self._bytes = 0
         self._lock = threading.Lock()
         self.hits = self.misses = 0
+        self._warming: deque[tuple[Hashable, Callable[[], object]]] = deque()
+        self._warmer: threading.Thread | None = None
 
     def get(self, key: Hashable, load: Callable[[], T]) -> T:
         """The cached value of ``key``, loading (and caching) it on a miss."""
@@ -76,6 +81,29 @@ class SliceCache:
                 _, (_, dropped) = self._entries.popitem(last=False)
                 self._bytes -= dropped
         return value
+
+    def warm(self, loads: Iterable[tuple[Hashable, Callable[[], object]]]) -> None:
+        """Load these entries ahead of the reads that will want them, on this cache's
+        own background thread, in order; an entry that fails to load is left to the read
+        that needs it."""
+        with self._lock:
+            self._warming.extend(loads)
+            if self._warmer is not None and self._warmer.is_alive():
+                return
+            self._warmer = threading.Thread(target=self._warm_all, name="memtier-cache-warm", daemon=True)
+            self._warmer.start()
+
+    def _warm_all(self) -> None:
+        while True:
+            with self._lock:
+                if not self._warming:
+                    self._warmer = None
+                    return
+                key, load = self._warming.popleft()
+            try:
+                self.get(key, load)
+            except Exception as e:  # noqa: BLE001 - the read that needs it loads it and reports
+                log.debug("warming %s failed: %s", key, e)
 
     @property
     def nbytes(self) -> int:

@@ -30,7 +30,8 @@ follows sees exactly the rows it would have seen.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ import pyarrow.types as pat
 
 from memtier.hudi.basefile import key_order
 from memtier.hudi.filters import Filter, pinned_values, to_expression
+from memtier.hudi.keyfilter import KeyBloom, footer_filters
 from memtier.io import FileIO
 
 if TYPE_CHECKING:
@@ -75,6 +77,20 @@ class KeyFilter:
     def columns(self) -> list[str]:
         """The columns the filters name."""
         return list(dict.fromkeys(f[0] for f in self.filters))
+
+    def may_be_in(self, blooms: Mapping[str, KeyBloom], schema: pa.Schema) -> bool:
+        """False only when a pinned column's Bloom filter holds none of its values."""
+        for column, values in self.pinned.items():
+            bloom = blooms.get(column)
+            if bloom is None or column not in schema.names:
+                continue
+            try:
+                probe = pa.array(values, schema.field(column).type)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                continue  # values that do not fit the column: the expression decides
+            if not bloom.may_hold(probe):
+                return False
+        return True
 
     def rows(self, table: pa.Table) -> np.ndarray:
         """Indices of the rows of ``table`` (holding :attr:`columns`) that pass."""
@@ -135,10 +151,12 @@ def read_key_rows(
     ``columns`` the file has, or None when the file lacks a filtered column (the caller
     reads it whole). The file is opened only for what the cache does not hold yet and
     for the row groups holding a wanted key."""
-    footer, leaves, arrow_schema, bounds, constant = cache.get(("footer", path), lambda: _footer(io, path))
+    footer, leaves, arrow_schema, bounds, constant, blooms = cache.get(("footer", path), lambda: _footer(io, path))
     if any(c not in leaves for c in keys.columns):
         return None
     present = [c for c in columns if c in leaves]
+    if not keys.may_be_in(blooms, arrow_schema):
+        return pa.schema([arrow_schema.field(c) for c in present]).empty_table()
     pieces = []
     with contextlib.ExitStack() as files:
         opened: list[pq.ParquetFile] = []
@@ -164,6 +182,12 @@ def read_key_rows(
     if not pieces:
         return pa.schema([arrow_schema.field(c) for c in present]).empty_table()
     return pa.concat_tables(pieces)
+
+
+def warm_footers(io: FileIO, paths: Iterable[str], cache: SliceCache) -> None:
+    """Read the footers (key statistics, key filters) of the base files at ``paths`` into
+    ``cache`` in the background: a read of a few keys then opens none on first touch."""
+    cache.warm([(("footer", path), functools.partial(_footer, io, path)) for path in paths])
 
 
 @dataclass(frozen=True)
@@ -269,11 +293,13 @@ _Bounds = dict[str, list[tuple[Any, ...] | None]]
 _EMPTY: tuple[Any, ...] = ()
 
 
-def _footer(io: FileIO, path: str) -> tuple[pq.FileMetaData, dict[str, int], pa.Schema, _Bounds, list[str]]:
+def _footer(
+    io: FileIO, path: str
+) -> tuple[pq.FileMetaData, dict[str, int], pa.Schema, _Bounds, list[str], dict[str, KeyBloom]]:
     """A file's footer, its column indices by name, its Arrow schema, the key-range
     statistics of its integer and string columns (read once: a lookup then prunes row
-    groups without touching pyarrow's metadata objects) and its string columns that
-    hold one value in every row group."""
+    groups without touching pyarrow's metadata objects), its string columns that hold
+    one value in every row group and its key columns' Bloom filters."""
     with io.open_input(path) as source:
         footer = pq.read_metadata(source)
     leaves = {name: i for i, name in enumerate(footer.schema.names)}
@@ -294,7 +320,7 @@ def _footer(io: FileIO, path: str) -> tuple[pq.FileMetaData, dict[str, int], pa.
     constant = [name for name, ranges in bounds.items()
                 if not pat.is_integer(schema.field(name).type)
                 and all(r is not None and (r == _EMPTY or r[0] == r[1]) for r in ranges)]
-    return footer, leaves, schema, bounds, constant
+    return footer, leaves, schema, bounds, constant, footer_filters(footer.metadata)
 
 
 def _may_hold(group: int, bounds: _Bounds, pinned: Mapping[str, list[Any]]) -> bool:

@@ -35,6 +35,7 @@ __all__ = [
     "check_keys",
     "DEFAULT_PARTITION",
     "bucket_ids",
+    "java_string_hashes",
     "partition_paths",
     "record_keys",
 ]
@@ -145,7 +146,7 @@ class KeyColumns:
         values = list(self.values)
         h = np.ones(len(values[0]), np.uint32)
         for column in values:
-            h = h * np.uint32(31) + _string_hashes(column)
+            h = h * np.uint32(31) + java_string_hashes(column)
         odd = _parsed_apart(values)
         if odd.any():
             keys = self.record_keys()
@@ -199,7 +200,7 @@ def _java_hash(text: str) -> int:
 _HASH_ROWS = 1 << 15  # values hashed together: their bytes and sums stay in the CPU cache
 
 
-def _string_hashes(column: pa.Array) -> np.ndarray:
+def java_string_hashes(column: pa.Array) -> np.ndarray:
     """Java String.hashCode of every value (uint32), vectorized over the UTF-8 bytes.
 
     With ``w[g] = byte[g] * 31**-g`` and prefix sums ``S``, a value spanning bytes

@@ -22,6 +22,7 @@ Settings, each for a measured reason (bench/RESULTS.md):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -37,17 +38,20 @@ DICTIONARY_BYTES = 16 << 10
 _UNIQUE_PER_ROW = ("_hoodie_commit_seqno", "_hoodie_record_key")
 
 
-def write_parquet(table: pa.Table, sink: Any) -> None:
-    """Write ``table`` (meta columns first, when present) to ``sink`` as one Parquet file."""
+def write_parquet(table: pa.Table, sink: Any, metadata: Mapping[str, str] | None = None) -> None:
+    """Write ``table`` (meta columns first, when present) to ``sink`` as one Parquet file,
+    with ``metadata`` as key-value entries of its footer."""
     names = table.column_names
-    pq.write_table(
-        table,
+    with pq.ParquetWriter(
         sink,
-        row_group_size=ROW_GROUP_ROWS,
+        table.schema,
         compression="snappy",
         store_schema=False,
         use_dictionary=[n for n in names if n not in _UNIQUE_PER_ROW],
         dictionary_pagesize_limit=DICTIONARY_BYTES,
         write_statistics=[n for n in names if n not in META_FIELDS],
         write_page_index=True,  # page statistics: engines (Trino) skip pages, not only row groups
-    )
+    ) as writer:
+        writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        if metadata:
+            writer.add_key_value_metadata(dict(metadata))

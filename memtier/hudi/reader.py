@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
-from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,7 +24,7 @@ from memtier.hudi.filters import (
     validate,
 )
 from memtier.hudi.fsview import FileSlice, FileSystemView
-from memtier.hudi.keyread import KeyFilter
+from memtier.hudi.keyread import KeyFilter, warm_footers
 from memtier.hudi.merge import LogEntry
 from memtier.hudi.properties import BUCKET_HASH_FIELD
 from memtier.hudi.slicereader import read_slice
@@ -227,7 +226,13 @@ def _view(meta: TableMeta, timeline: Timeline, point: str | None,
     cleaned through instants, so the same timeline lists the same slices)."""
     if cache is None:
         return FileSystemView.build(meta.io, meta.base_path, timeline, as_of=point, partition_filter=predicate)
-    build = partial(FileSystemView.build, meta.io, meta.base_path, timeline, as_of=point)
+
+    def build() -> FileSystemView:
+        view = FileSystemView.build(meta.io, meta.base_path, timeline, as_of=point)
+        if meta.config.record_key_fields:  # for the reads of a few keys to come
+            warm_footers(meta.io, [p for s in view.latest_slices() if (p := s.base_file_path(meta.base_path))], cache)
+        return view
+
     view = cache.get(("view", meta.base_path, timeline.instants, point), build)
     return view if predicate is None else view.within(predicate)
 

@@ -1,10 +1,12 @@
 """Reads of a few record keys touch only the row groups and rows that hold them, and
 return exactly what a read of the whole file slices filtered on the keys returns:
 keys on row-group boundaries, keys only in logs, deleted keys, absent keys, keys given
-without their partition, composite and string keys."""
+without their partition (each partition's file asked by its key filter first),
+composite and string keys; files written without key filters read alike."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from unittest.mock import patch
 
@@ -126,3 +128,29 @@ def test_log_files_decoded_once_and_new_commits_still_seen(tmp_path: Path) -> No
     for k, v in [(250, 3.0), (3, 4.0), (120, 5.0), (7, 6.0), (8, 12.0)]:
         pruned, whole = both(table, [("id", "=", k)], cache)
         assert pruned == whole and pruned[0][3] == v, k
+
+
+def test_a_key_given_alone_opens_only_its_partitions_file_and_footers_are_read_ahead(tmp_path: Path) -> None:
+    table = int_table(tmp_path / "t", keys=3000, partitioned=True)  # city = id % 3: every file spans every id
+    cache = SliceCache()
+    pruned, whole = both(table, [("id", "=", 1234)], cache)
+    assert pruned == whole and len(pruned) == 1
+    opened = {path.split("/")[-2] for path, _ in key_groups(cache)}
+    assert opened == {"city=ber"}  # 1234 % 3 == 1; the other partitions' key filters said no
+    footers = {p for p in (slice_.base_file_path(table.path) for slice_ in table.file_slices()) if p}
+    for _ in range(200):  # the view's first read warmed every base file's footer in the background
+        if all(("footer", p) in cache._entries for p in footers):
+            break
+        time.sleep(0.01)
+    assert all(("footer", p) in cache._entries for p in footers)
+
+
+def test_files_written_without_key_filters_are_still_read(tmp_path: Path) -> None:
+    table = int_table(tmp_path / "t", keys=300, partitioned=True)
+    with patch("memtier.hudi.basefile.key_filter_metadata", return_value={}):  # as other writers' files
+        table.write(pa.table({"id": [7, 4000], "ts": [2, 2], "city": ["osl", "osl"], "v": [0.5, 1.0]},
+                             schema=table.schema))  # a new partition: new base files, no filters
+    cache = SliceCache()
+    for k in (7, 4000, 8, 10**9):
+        pruned, whole = both(table, [("id", "=", k)], cache)
+        assert pruned == whole and len(pruned) == {7: 2, 4000: 1, 8: 1}.get(k, 0), k
