@@ -152,7 +152,7 @@ def cluster(
             piece = piece.set_column(piece.column_names.index(FILE_NAME), FILE_NAME,
                                      constant_column(name, piece.num_rows))
             relative = join(partition, name) if partition else name
-            size = write_base_file(meta.io, join(meta.base_path, relative), piece, meta.config.record_key_fields)
+            size = write_base_file(meta.io, join(meta.base_path, relative), piece, meta.filtered_key_fields)
             stats.append(WriteStat(
                 file_id=file_id, path=relative, partition_path=partition, prev_commit="null",
                 num_writes=piece.num_rows, num_inserts=piece.num_rows, num_update_writes=0, num_deletes=0,

@@ -135,7 +135,7 @@ def _compact_one(meta: TableMeta, op: CompactionOperation, instant: str, task: i
     merged = merged.set_column(
         merged.column_names.index(FILE_NAME), FILE_NAME, constant_column(name, merged.num_rows)
     )
-    size = write_base_file(meta.io, join(meta.base_path, relative), merged, meta.config.record_key_fields)
+    size = write_base_file(meta.io, join(meta.base_path, relative), merged, meta.filtered_key_fields)
     log_records = sum(e.records.num_rows for e in entries if e.records is not None)
     deletes = sum(len(e.deleted_keys) for e in entries if e.deleted_keys is not None)
     log_bytes = int(op.metrics.get("TOTAL_LOG_FILES_SIZE", 0))

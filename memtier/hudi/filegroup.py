@@ -203,7 +203,7 @@ def _rewrite(meta: TableMeta, plan: FileGroupPlan, instant: str, visible: Timeli
     if not meta.keyless:
         merged = sort_by_key(merged, meta.config.record_key_fields)
     size = write_base_file(meta.io, join(meta.base_path, plan.relative_path), merged,
-                           meta.config.record_key_fields)
+                           meta.filtered_key_fields)
     return size, merged.num_rows
 
 
@@ -229,7 +229,7 @@ def write_file_group(meta: TableMeta, plan: FileGroupPlan, instant: str, visible
         plan = _in_key_order(meta, plan)
         records = _records(meta, plan, instant, plan.file_name)
         size = write_base_file(meta.io, join(meta.base_path, plan.relative_path), records,
-                               meta.config.record_key_fields)
+                               meta.filtered_key_fields)
         return WriteStat(
             file_id=change.file_id, path=plan.relative_path, partition_path=change.partition_path,
             prev_commit=_NULL_COMMIT, num_writes=records.num_rows, num_inserts=records.num_rows,

@@ -4,7 +4,9 @@ A read of a few keys asks a base file's filters before it reads a row group: whe
 lookup gives the key alone, the key's bucket has a slice in every partition and the row
 group statistics of each may span the key, so without them every partition's row group
 was read (on first touch, from disk); with them only the key's partition's is, plus ~1%
-false positives. Other readers ignore the footer entries.
+false positives. Only partitioned tables' base files carry them
+(:attr:`~memtier.hudi.tablemeta.TableMeta.filtered_key_fields`): elsewhere a key's bucket
+names its one file group. Other readers ignore the footer entries.
 
 One entry per integer or string key column, ``memtier.key_filter.<column>``: base64 of
 a version byte (1), the number of hash functions (u8), the filter's bits (u64, a multiple

@@ -87,6 +87,13 @@ class TableMeta:
         """An append-only table: no record-key columns, Hudi-generated record keys."""
         return not self.config.record_key_fields
 
+    @property
+    def filtered_key_fields(self) -> tuple[str, ...]:
+        """The key columns base files carry Bloom filters of (:mod:`memtier.hudi.keyfilter`):
+        those of a partitioned table, where a key given alone may be in any partition's
+        file group of its bucket; none otherwise (the bucket names the one file group)."""
+        return tuple(self.config.record_key_fields) if self.config.partition_fields else ()
+
     @cached_property
     def merge_spec(self) -> MergeSpec:
         ordering = self.config.ordering_field
