@@ -123,10 +123,12 @@ def _encoded_length(size: int) -> int:
 
 
 def _hashes(column: Any) -> np.ndarray | None:
-    """A 64-bit hash (uint64) of each value; None for types not filtered. Nulls hash as
-    whatever their slot holds (key columns hold none)."""
+    """A 64-bit hash (uint64) of each value but nulls (they match nothing); None for
+    types not filtered."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
+    if column.null_count:
+        column = column.drop_null()
     kind = column.type
     if pat.is_integer(kind):
         raw = column.cast(pa.int64()).to_numpy(zero_copy_only=False).view(np.uint64)

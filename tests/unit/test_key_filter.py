@@ -29,6 +29,7 @@ def test_every_integer_written_is_held(values, kind) -> None:
     bloom = round_trip(KeyBloom.of(pa.array(values, kind)))
     assert all(bloom.may_hold(pa.array([v], kind)) for v in values)
     assert bloom.may_hold(pa.array(values, kind))
+    assert bloom.may_hold(pa.array([None, values[0]], kind))  # a null beside it changes nothing
 
 
 @settings(max_examples=60, deadline=None)
