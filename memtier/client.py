@@ -43,7 +43,7 @@ from memtier.hudi.filters import Filter, key_buckets, key_filters, validate
 from memtier.hudi.keys import KeyColumns, bucket_ids
 from memtier.hudi.merge import LogEntry
 from memtier.hudi.reader import read_columns, read_instants, read_table
-from memtier.hudi.routing import producer_bucket
+from memtier.hudi.routing import file_group_order, producer_bucket
 from memtier.hudi.schema import to_table
 from memtier.hudi.slicereader import conform_columns
 from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
@@ -146,6 +146,20 @@ class _Routing:
         for bucket, server in sorted(self.routing.items()):
             owned.setdefault(server, []).append(bucket)
         return owned
+
+
+def _in_file_group_order(route: _Routing, table: pa.Table) -> pa.Table:
+    """``table`` with each file group's rows together, as the table server groups them:
+    it then keeps the batch as it came instead of copying it into that order (it still
+    routes every row itself). As it is when it has one bucket, no key, or keys the
+    server will refuse (it says why)."""
+    if route.buckets < 2 or not route.record_key or table.num_rows < 2:
+        return table
+    try:
+        order = file_group_order(table, route.record_key, route.partition_fields, route.buckets)
+    except MemtierError:
+        return table
+    return table if order is None else table.take(pa.array(order))
 
 
 @dataclass(frozen=True)
@@ -287,7 +301,7 @@ class Client:
             )
         owners = set(route.routing.values())
         if len(owners) == 1:
-            return {owners.pop(): table}
+            return {owners.pop(): _in_file_group_order(route, table)}
         if not route.record_key:
             return {route.routing.get(producer_bucket(producer_id, seq, route.buckets), ""): table}
         if route.max_batch_rows is not None and table.num_rows > route.max_batch_rows:
@@ -302,7 +316,7 @@ class Client:
         buckets = bucket_ids(table, route.record_key, route.buckets)
         servers = np.array([route.routing.get(b, "") for b in range(route.buckets)], dtype=object)
         per_row = servers[buckets]
-        return {s: table.filter(pa.array(per_row == s)) for s in sorted(set(per_row))}
+        return {s: _in_file_group_order(route, table.filter(pa.array(per_row == s))) for s in sorted(set(per_row))}
 
     # == writes ==========================================================================
     def write(

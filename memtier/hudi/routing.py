@@ -18,14 +18,22 @@ from memtier.hudi.keys import KeyColumns, bucket_ids, partition_paths
 from memtier.hudi.merge import latest_per_key
 from memtier.hudi.tablemeta import TableMeta
 
-__all__ = ["Located", "all_unique", "file_groups", "keep_latest", "locate", "producer_bucket", "route", "spread"]
+__all__ = [
+    "Located", "all_unique", "file_group_order", "file_groups", "keep_latest", "locate", "producer_bucket",
+    "route", "spread",
+]
 
 
 def _partition_codes(meta: TableMeta, table: pa.Table) -> tuple[np.ndarray, list[str]]:
-    fields = meta.config.partition_fields
+    return _codes(table, meta.config.partition_fields, meta.config.hive_style_partitioning)
+
+
+def _codes(table: pa.Table, fields: Sequence[str], hive_style: bool) -> tuple[np.ndarray, list[str]]:
+    """Each row's partition as a number (partitions numbered by first appearance), and
+    the partition paths by number."""
     if not fields:
         return np.zeros(table.num_rows, dtype=np.int64), [""]
-    paths = partition_paths(table, fields, meta.config.hive_style_partitioning)
+    paths = partition_paths(table, fields, hive_style)
     encoded = pc.dictionary_encode(paths) if not pa.types.is_dictionary(paths.type) else paths
     if isinstance(encoded, pa.ChunkedArray):
         encoded = encoded.combine_chunks()
@@ -102,6 +110,22 @@ def _grouped(
         (partitions[int(sorted_groups[a]) // buckets], int(sorted_groups[a]) % buckets, order[a:b])
         for a, b in zip(starts, ends, strict=True)
     )
+
+
+def file_group_order(
+    table: pa.Table, key_fields: Sequence[str], partition_fields: Sequence[str], buckets: int
+) -> np.ndarray | None:
+    """An order of ``table``'s rows that puts each file group's rows together, as a
+    table server groups them (:func:`file_groups`: partitions by first appearance, then
+    buckets; rows of a group in write order), so that a server given the rows in it keeps
+    the batch as it came instead of copying it into that order; None when the rows are
+    in it already. Raises what :func:`bucket_ids` raises for bad keys."""
+    row_buckets = bucket_ids(table, key_fields, buckets).astype(np.int64)
+    codes, _ = _codes(table, partition_fields, hive_style=False)  # the same partitions, in the same order
+    group = codes * buckets + row_buckets
+    if len(group) < 2 or bool(np.all(group[1:] >= group[:-1])):
+        return None
+    return np.argsort(_small_codes(group), kind="stable")
 
 
 def producer_bucket(producer_id: bytes, sequence: int, buckets: int) -> int:

@@ -880,12 +880,16 @@ def _by_file_group(
     table: pa.Table, groups: Sequence[tuple[str, int, np.ndarray | None]]
 ) -> tuple[pa.RecordBatch, list[pa.RecordBatch]]:
     """``table``'s rows as one batch in file-group order (one copy; none when one file
-    group takes every row in order), and each group's rows as a slice of it."""
+    group takes every row in order, or the client sent them in that order:
+    :func:`~memtier.hudi.routing.file_group_order`), and each group's rows as a slice of it."""
     if len(groups) == 1 and groups[0][2] is None:
         whole = table.combine_chunks().to_batches()[0]
         return whole, [whole]
     order = np.concatenate([rows for _, _, rows in groups])
-    whole = table.take(pa.array(order)).combine_chunks().to_batches()[0]
+    if np.array_equal(order, np.arange(len(order))):
+        whole = table.combine_chunks().to_batches()[0]
+    else:
+        whole = table.take(pa.array(order)).combine_chunks().to_batches()[0]
     ends = np.cumsum([len(rows) for _, _, rows in groups])
     return whole, [whole.slice(end - len(rows), len(rows))
                    for (_, _, rows), end in zip(groups, ends.tolist(), strict=True)]

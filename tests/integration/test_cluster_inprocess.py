@@ -18,6 +18,7 @@ from memtier.client import Client, Transaction
 from memtier.config import TableServerConfig, WalConfig
 from memtier.errors import TransactionError, UnknownColumnError
 from memtier.hudi import HudiTable
+from memtier.hudi.routing import file_group_order
 from memtier.io import open_fileio
 from memtier.tableserver.server import TableServer
 from memtier.wal import SegmentName, read_stream
@@ -488,6 +489,30 @@ def test_a_write_to_many_file_groups_costs_one_sync(tmp_path) -> None:
         assert server.status()["wal"]["syncs"] - before == 10
         cluster.restart_server("a")  # every block open: recovered from the stream alone
         assert len(client.read("t")) == 4000 + 2 - 2  # keys 0 and 1 written twice
+    finally:
+        cluster.close()
+
+
+def test_rows_sent_in_file_group_order_are_kept_as_they_came(tmp_path) -> None:
+    """The client sends a batch with each file group's rows together (file_group_order);
+    the server still routes every row but then slices the batch it got instead of copying
+    it into that order. Rows in any other order are copied into it."""
+    cluster = InProcessCluster(str(tmp_path))
+    try:
+        server = cluster.add_server("a")
+        create(cluster.client(), buckets=16)
+        ordered = batch(range(600))
+        ordered = ordered.take(pa.array(file_group_order(ordered, list(KEY), ["region"], 16))).combine_chunks()
+        shuffled = batch(range(600, 1200)).combine_chunks()
+        for seq, (sent, kept) in enumerate(((ordered, True), (shuffled, False))):
+            server.write("t", sent, producer_id=uuid.uuid4().bytes, producer_seq=seq)
+            ids = sent.column("id").chunk(0).buffers()[1]
+            frames = [f for group in server._table("t").groups.values() for block in group.unflushed()
+                      for f in block.frames() if f.batch.column("id")[0].as_py() in set(sent.column("id").to_pylist())]
+            assert sum(f.batch.num_rows for f in frames) == sent.num_rows
+            within = [ids.address <= f.batch.column("id").buffers()[1].address < ids.address + ids.size for f in frames]
+            assert all(within) if kept else not any(within)
+        assert sorted(cluster.client().read("t").column("id").to_pylist()) == list(range(1200))
     finally:
         cluster.close()
 
