@@ -152,13 +152,16 @@ def test_integer_keys_hash_as_their_decimal_strings(dtype: pa.DataType) -> None:
     rng = np.random.default_rng(7)
     edges = [info.min, info.min + 1, info.max, 0, -1, 1]
     edges += [s * 10**k + d for k in range(1, 19) for d in (-1, 0) for s in (1, -1)]
+    small = [*rng.integers(0, 10**8, 2000), 9_999, 10_000, 10_001, 99_999_999]  # the two-chunk fast path
     values = np.r_[rng.integers(info.min, info.max, 2000, dtype=np.int64, endpoint=True), edges]
     values = values[(values >= info.min) & (values <= info.max)]
+    for batch in (values, np.array([v for v in small if v <= info.max], dtype=np.int64)):
+        table = pa.table({"n": pa.array(batch, dtype)})
+        for buckets in (1, 16, 1_000_003):
+            assert bucket_ids(table, ["n"], buckets).tolist() == [
+                java_bucket([str(v)], buckets) for v in batch.tolist()
+            ]
     table = pa.table({"n": pa.array(values, dtype)})
-    for buckets in (1, 16, 1_000_003):
-        assert bucket_ids(table, ["n"], buckets).tolist() == [
-            java_bucket([str(v)], buckets) for v in values.tolist()
-        ]
     assert bucket_ids(table, ["n"], 16).tolist() == KeyColumns.of(table, ["n"]).bucket_ids(16).tolist()
 
 
