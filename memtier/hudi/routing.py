@@ -28,6 +28,15 @@ def _partition_codes(meta: TableMeta, table: pa.Table) -> tuple[np.ndarray, list
     return _codes(table, meta.config.partition_fields, meta.config.hive_style_partitioning)
 
 
+def _group_codes(
+    table: pa.Table, fields: Sequence[str], hive_style: bool, row_buckets: np.ndarray, buckets: int
+) -> tuple[np.ndarray, list[str]]:
+    """Each row's file group as one small number (partition * buckets + bucket, the
+    narrowest unsigned type), and the partition paths by partition number."""
+    codes, partitions = _codes(table, fields, hive_style)
+    return _small_codes(codes * buckets + row_buckets.astype(np.int64)), partitions
+
+
 def _codes(table: pa.Table, fields: Sequence[str], hive_style: bool) -> tuple[np.ndarray, list[str]]:
     """Each row's partition as a number (partitions numbered by first appearance), and
     the partition paths by number."""
@@ -100,8 +109,8 @@ def _grouped(
     meta: TableMeta, table: pa.Table, row_buckets: np.ndarray, buckets: int
 ) -> tuple[tuple[str, int, np.ndarray], ...]:
     """The rows of each (partition, bucket) of ``buckets``, in order, given each row's bucket."""
-    codes, partitions = _partition_codes(meta, table)
-    group = _small_codes(codes * buckets + row_buckets.astype(np.int64))
+    group, partitions = _group_codes(table, meta.config.partition_fields, meta.config.hive_style_partitioning,
+                                     row_buckets, buckets)
     order = np.argsort(group, kind="stable")
     sorted_groups = group[order]
     starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
@@ -120,12 +129,11 @@ def file_group_order(
     buckets; rows of a group in write order), so that a server given the rows in it keeps
     the batch as it came instead of copying it into that order; None when the rows are
     in it already. Raises what :func:`bucket_ids` raises for bad keys."""
-    row_buckets = bucket_ids(table, key_fields, buckets).astype(np.int64)
-    codes, _ = _codes(table, partition_fields, hive_style=False)  # the same partitions, in the same order
-    group = codes * buckets + row_buckets
+    # (paths hive-style or not: the same partitions, numbered in the same order)
+    group, _ = _group_codes(table, partition_fields, False, bucket_ids(table, key_fields, buckets), buckets)
     if len(group) < 2 or bool(np.all(group[1:] >= group[:-1])):
         return None
-    return np.argsort(_small_codes(group), kind="stable")
+    return np.argsort(group, kind="stable")
 
 
 def producer_bucket(producer_id: bytes, sequence: int, buckets: int) -> int:
