@@ -111,8 +111,11 @@ def _grouped(
     """The rows of each (partition, bucket) of ``buckets``, in order, given each row's bucket."""
     group, partitions = _group_codes(table, meta.config.partition_fields, meta.config.hive_style_partitioning,
                                      row_buckets, buckets)
-    order = np.argsort(group, kind="stable")
-    sorted_groups = group[order]
+    if len(group) < 2 or bool(np.all(group[1:] >= group[:-1])):  # as clients send them: no sort
+        order, sorted_groups = np.arange(len(group)), group
+    else:
+        order = np.argsort(group, kind="stable")
+        sorted_groups = group[order]
     starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
     ends = np.r_[starts[1:], len(order)]
     return tuple(
