@@ -187,7 +187,8 @@ def read_table(
     predicate = partition_predicate(
         checked, meta.config.partition_fields, meta.config.hive_style_partitioning, meta.physical
     )
-    view = _view(meta, timeline, point, predicate, cache)
+    key_filter = KeyFilter.of(key_filters(checked, [*meta.config.record_key_fields, RECORD_KEY]))
+    view = _view(meta, timeline, point, predicate, cache, warm=key_filter is not None)
     slices = view.latest_slices()
     extra = _current_groups(extra or {}, view)
     known = {(s.partition_path, s.file_id) for s in slices}
@@ -205,7 +206,6 @@ def read_table(
         touched = _touched_file_groups(meta, visible, start_ts, point)  # type: ignore[arg-type]
         slices = [s for s in slices if (s.partition_path, s.file_id) in touched]
     needed = _needed_columns(meta, wanted, checked, mode)
-    key_filter = KeyFilter.of(key_filters(checked, [*meta.config.record_key_fields, RECORD_KEY]))
     tables = _read_slices(meta, view, slices, visible, needed, mode != "read_optimized", extra, cache, key_filter)
     file_schema = pa.schema([meta.file_schema.field(n) for n in needed])
     result = pa.concat_tables(tables) if tables else file_schema.empty_table()
@@ -219,17 +219,18 @@ def read_table(
 
 
 def _view(meta: TableMeta, timeline: Timeline, point: str | None,
-          predicate: Callable[[str], bool] | None, cache: SliceCache | None) -> FileSystemView:
+          predicate: Callable[[str], bool] | None, cache: SliceCache | None, *, warm: bool) -> FileSystemView:
     """The table's file-system view as of ``point``, of the partitions ``predicate``
     takes; with a ``cache``, the whole view is kept for the next read of the same
     timeline (every instant and state alike: files only become visible, replaced or
-    cleaned through instants, so the same timeline lists the same slices)."""
+    cleaned through instants, so the same timeline lists the same slices), and with
+    ``warm`` its base files' footers are read into the cache in the background."""
     if cache is None:
         return FileSystemView.build(meta.io, meta.base_path, timeline, as_of=point, partition_filter=predicate)
 
     def build() -> FileSystemView:
         view = FileSystemView.build(meta.io, meta.base_path, timeline, as_of=point)
-        if meta.config.record_key_fields:  # for the reads of a few keys to come
+        if warm:  # a read of a few keys: more will come, and each opens footers
             warm_footers(meta.io, [p for s in view.latest_slices() if (p := s.base_file_path(meta.base_path))], cache)
         return view
 
