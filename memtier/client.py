@@ -314,9 +314,11 @@ class Client:
             ordering_field=route.ordering_field,
         )
         buckets = bucket_ids(table, route.record_key, route.buckets)
+        order = file_group_order(table, route.record_key, route.partition_fields, route.buckets, buckets)
+        order = np.arange(table.num_rows) if order is None else order
         servers = np.array([route.routing.get(b, "") for b in range(route.buckets)], dtype=object)
-        per_row = servers[buckets]
-        return {s: _in_file_group_order(route, table.filter(pa.array(per_row == s))) for s in sorted(set(per_row))}
+        per_row = servers[buckets[order]]  # each server's rows, in file-group order
+        return {s: table.take(pa.array(order[per_row == s])) for s in sorted(set(per_row))}
 
     # == writes ==========================================================================
     def write(
@@ -557,6 +559,7 @@ class Client:
             return self._read_planned(r, point, buckets, memory, timeline)
         except NotFoundError:  # a slice cleaned since the plan: read under a new lease
             return None
+
     def _release_lease(self, lease: int) -> None:
         try:
             self.master.release_lease(lease)

@@ -84,10 +84,12 @@ class SliceCache:
 
     def warm(self, loads: Iterable[tuple[Hashable, Callable[[], object]]]) -> None:
         """Load these entries ahead of the reads that will want them, on this cache's
-        own background thread, in order; an entry that fails to load is left to the read
-        that needs it."""
+        own background thread, in order (those cached already are passed over); an entry
+        that fails to load is left to the read that needs it."""
         with self._lock:
-            self._warming.extend(loads)
+            self._warming.extend((key, load) for key, load in loads if key not in self._entries)
+            if not self._warming:
+                return
             if self._warmer is not None and self._warmer.is_alive():
                 return
             self._warmer = threading.Thread(target=self._warm_all, name="memtier-cache-warm", daemon=True)

@@ -125,15 +125,20 @@ def _grouped(
 
 
 def file_group_order(
-    table: pa.Table, key_fields: Sequence[str], partition_fields: Sequence[str], buckets: int
+    table: pa.Table, key_fields: Sequence[str], partition_fields: Sequence[str], buckets: int,
+    row_buckets: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """An order of ``table``'s rows that puts each file group's rows together, as a
     table server groups them (:func:`file_groups`: partitions by first appearance, then
     buckets; rows of a group in write order), so that a server given the rows in it keeps
     the batch as it came instead of copying it into that order; None when the rows are
-    in it already. Raises what :func:`bucket_ids` raises for bad keys."""
+    in it already. Any subset of the rows taken in this order is in it too (a batch split
+    over table servers by bucket). ``row_buckets``: each row's bucket when known already.
+    Raises what :func:`bucket_ids` raises for bad keys."""
+    if row_buckets is None:
+        row_buckets = bucket_ids(table, key_fields, buckets)
     # (paths hive-style or not: the same partitions, numbered in the same order)
-    group, _ = _group_codes(table, partition_fields, False, bucket_ids(table, key_fields, buckets), buckets)
+    group, _ = _group_codes(table, partition_fields, False, row_buckets, buckets)
     if len(group) < 2 or bool(np.all(group[1:] >= group[:-1])):
         return None
     return np.argsort(group, kind="stable")
