@@ -171,6 +171,13 @@ class WalConfig:
         parse_duration,
         "how long a WAL segment is kept once every block in it is flushed",
     )
+    retention_bytes: int = setting(
+        "wal.retention-bytes",
+        1 << 30,
+        parse_size,
+        "... but at most this many bytes of such segments per table on each table server "
+        "(the oldest go first; 0 keeps none)",
+    )
     segment_bytes: int = setting(
         "wal.segment-bytes",
         64 << 20,
@@ -189,6 +196,8 @@ class WalConfig:
         for name in ("group_window", "sync_interval", "retention"):
             if getattr(self, name) < timedelta(0):
                 raise InvalidArgumentError(f"WalConfig.{name} must not be negative")
+        if self.retention_bytes < 0:
+            raise InvalidArgumentError("WalConfig.retention_bytes must not be negative")
         if self.segment_bytes <= 0 or self.segment_age <= timedelta(0):
             raise InvalidArgumentError("WalConfig.segment_bytes and segment_age must be positive")
         if self.sync_policy is SyncPolicy.INTERVAL and self.sync_interval <= timedelta(0):

@@ -55,9 +55,10 @@ from memtier.wal import (
     WalHeader,
     WalStream,
     delete_expired,
-    delete_stale_segments,
     list_wals,
     recover_blocks,
+    retired,
+    stale_segments,
 )
 from memtier.wal.format import frame_payload
 from memtier.wal.storage import WalEntry
@@ -78,6 +79,8 @@ _NO_PRODUCER = bytes(16)
 _FLUSHED_GRACE_S = 60.0
 #: How often expired WAL files are looked for.
 _RETENTION_EVERY_S = 60.0
+#: ... or this often (seconds) while a table's closed WAL segments exceed the retention bytes.
+_RETENTION_SOON_S = 5.0
 #: What a flush round holds besides its blocks, wherever it runs (in this process or the
 #: flush worker), in multiples of their bytes: the rows gathered, keyed, merged and
 #: encoded (Avro log blocks take ~2.5x the Arrow bytes, their meta columns ~1.6x); counted against the memory budget
@@ -602,12 +605,19 @@ class TableServer:
             instants = self.flush()
         for group in {id(g): g for _, g, _ in self._blocks()}.values():
             self.memory.release(group.forget_flushed(now - _FLUSHED_GRACE_S))
-        if now - self._last_retention >= _RETENTION_EVERY_S and (
-            self._retention_run is None or self._retention_run.done()
-        ):
+        if self._retention_due(now, streams) and (self._retention_run is None or self._retention_run.done()):
             self._last_retention = now
             self._retention_run = self._retention.submit(self._sweep_wal)
         return instants
+
+    def _retention_due(self, now: float, streams: list[WalStream]) -> bool:
+        """Whether to run the WAL retention sweep: every :data:`_RETENTION_EVERY_S`, or
+        every :data:`_RETENTION_SOON_S` while a stream's closed segments pass the
+        retention bytes (they may be flushed by now)."""
+        elapsed = now - self._last_retention
+        return elapsed >= _RETENTION_EVERY_S or elapsed >= _RETENTION_SOON_S and any(
+            s.closed_bytes() > self._wal_config.retention_bytes for s in streams
+        )
 
     def _sweep_wal(self) -> None:
         try:
@@ -616,10 +626,13 @@ class TableServer:
             log.exception("%s: deleting expired WAL failed; tried again in a minute", self.server_id)
 
     def delete_expired_wals(self) -> int:
-        """Delete what the WAL holds of blocks flushed longer ago than the retention
-        period (never a block that is not in the Hudi table): stream segments whose every
-        block is, and block files of older versions; and temporary files crashes left
-        (:func:`~memtier.io.sweep_temp_files`); how many files were deleted."""
+        """Delete what the WAL holds of blocks flushed into the Hudi table (never a block
+        that is not): stream segments whose every block is, closed longer ago than the
+        retention period or the oldest beyond the retention bytes (:func:`retired`; this
+        server's and those earlier or other servers' incarnations left in the table's
+        stream directory); block files of older versions past the retention period; and
+        temporary files crashes left (:func:`~memtier.io.sweep_temp_files`). How many
+        files were deleted."""
         deleted = 0
         with self._lock:
             tables = list(self._tables.values())
@@ -637,12 +650,14 @@ class TableServer:
                 key = FileGroupKey(relpath(wal_dir, parent(entry.path)), entry.name.file_group)
                 return entry.name.block_id <= t.flushed.get(key, 0)
 
-            deleted += t.stream.delete_flushed(is_flushed, retention_s=retention, now=now)
-            deleted += delete_stale_segments(
+            stale = stale_segments(  # unmodified for two segment ages: no writer appends to them
                 self._wal_io, join(wal_dir, STREAM_DIR), keep_incarnation=t.stream.incarnation,
-                is_flushed=is_flushed, now=now,
-                min_age_s=retention + 2 * self._wal_config.segment_age.total_seconds(),
+                is_flushed=is_flushed, now=now, min_age_s=2 * self._wal_config.segment_age.total_seconds(),
             )
+            deleted += t.stream.delete(retired(
+                t.stream.flushed_segments(is_flushed) + stale, retention_s=retention,
+                retention_bytes=self._wal_config.retention_bytes, now=now,
+            ))
             deleted += len(delete_expired(
                 self._wal_io, wal_dir, is_flushed=file_flushed, now=now,
                 retention=self._wal_config.retention,

@@ -20,16 +20,19 @@ from memtier.wal.replay import RecoveredWal, producer_high_water, recover
 from memtier.wal.retention import BlockState, WalStatus, delete_expired, expired, list_status
 from memtier.wal.storage import WalEntry, WalFileName, list_wals
 from memtier.wal.stream import (
+    FlushedSegment,
     FrameRef,
     QueuedFrames,
     RecoveredBlock,
     SegmentName,
     StreamFrame,
     WalStream,
-    delete_stale_segments,
+    delete_segments,
     read_frames,
     read_stream,
     recover_blocks,
+    retired,
+    stale_segments,
 )
 from memtier.wal.writer import CommitStats, FrameLocation, GroupCommitter, PendingAppend, WalWriter
 
@@ -37,6 +40,7 @@ __all__ = [
     "FORMAT_VERSION",
     "BlockState",
     "CommitStats",
+    "FlushedSegment",
     "FrameLocation",
     "FrameRef",
     "GroupCommitter",
@@ -58,7 +62,7 @@ __all__ = [
     "WalStream",
     "WalWriter",
     "delete_expired",
-    "delete_stale_segments",
+    "delete_segments",
     "expired",
     "list_status",
     "list_wals",
@@ -70,4 +74,6 @@ __all__ = [
     "read_wal",
     "recover",
     "recover_blocks",
+    "retired",
+    "stale_segments",
 ]

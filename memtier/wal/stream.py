@@ -14,8 +14,9 @@ is known by where its record lies (:class:`FrameRef`), so an evicted block is re
 from the segments (:func:`read_frames`), and recovery (:func:`recover_blocks`) gathers
 each block's frames from every segment, torn tails cut off per block. A segment is
 deleted once every block it holds is flushed into the Hudi table and it has been closed
-for the WAL retention (:meth:`WalStream.delete_flushed`; segments of other incarnations:
-:func:`delete_stale_segments`). Block files of older versions are still read
+for the WAL retention, or sooner when the flushed segments kept would exceed the retention
+bytes, oldest first (:func:`retired`; :meth:`WalStream.flushed_segments`, and segments of
+other incarnations: :func:`stale_segments`). Block files of older versions are still read
 (:mod:`memtier.wal.reader`).
 """
 
@@ -58,16 +59,19 @@ from memtier.wal.writer import GroupCommitter, PendingAppend, WalWriter
 __all__ = [
     "SEGMENT_AGE_S",
     "SEGMENT_BYTES",
+    "FlushedSegment",
     "FrameRef",
     "QueuedFrames",
     "RecoveredBlock",
     "SegmentName",
     "StreamFrame",
     "WalStream",
-    "delete_stale_segments",
+    "delete_segments",
     "read_frames",
     "read_stream",
     "recover_blocks",
+    "retired",
+    "stale_segments",
 ]
 
 log = logging.getLogger(__name__)
@@ -235,21 +239,40 @@ class WalStream:
                     raise
                 # the segment was rolled before these frames were queued: use the next
 
-    def delete_flushed(self, is_flushed: Callable[[WalHeader], bool], *, retention_s: float, now: float) -> int:
-        """Delete the segments rolled past at least ``retention_s`` before ``now`` (epoch
-        seconds) whose every block ``is_flushed``; how many. Deleting a large file takes a
-        while (:mod:`memtier.diskpacing`): call it off the write path."""
+    def delete_flushed(
+        self, is_flushed: Callable[[WalHeader], bool], *, retention_s: float, now: float,
+        retention_bytes: int | None = None,
+    ) -> int:
+        """Delete this stream's segments whose every block ``is_flushed`` that
+        :func:`retired` picks (closed ``retention_s`` before ``now``, epoch seconds, or the
+        oldest beyond ``retention_bytes``); how many. Deleting a large file takes a while
+        (:mod:`memtier.diskpacing`): call it off the write path."""
+        return self.delete(retired(self.flushed_segments(is_flushed), retention_s=retention_s,
+                                   retention_bytes=retention_bytes, now=now))
+
+    def flushed_segments(self, is_flushed: Callable[[WalHeader], bool]) -> list[FlushedSegment]:
+        """This stream's closed segments whose every block ``is_flushed``: what retention
+        may delete."""
         with self._lock:
-            done = [
-                s for s in self._segments
-                if s.closed_at is not None and now - s.closed_at >= retention_s
-                and all(is_flushed(b) for b in list(s.blocks.values()))
-            ]
-            self._segments = [s for s in self._segments if s not in done]
-        for segment in done:
-            wal_storage(self._fileio, segment.path).delete()
-            log.info("deleted WAL stream segment %s (every block flushed)", segment.path)
-        return len(done)
+            segments = list(self._segments)
+        return [
+            FlushedSegment(s.path, s.size, s.closed_at) for s in segments
+            if s.closed_at is not None and all(is_flushed(b) for b in list(s.blocks.values()))
+        ]
+
+    def closed_bytes(self) -> int:
+        """Bytes in this stream's closed segments not deleted yet, flushed or not."""
+        with self._lock:
+            return sum(s.size for s in self._segments if s.closed_at is not None)
+
+    def delete(self, segments: Sequence[FlushedSegment]) -> int:
+        """Delete ``segments`` (this stream's, or any other in its directory: see
+        :func:`stale_segments`); this stream forgets those that were its own. How many
+        were deleted."""
+        paths = {s.path for s in segments}
+        with self._lock:
+            self._segments = [s for s in self._segments if s.path not in paths]
+        return delete_segments(self._fileio, segments)
 
     def roll_idle(self) -> None:
         """Close the current segment once it is past the segment age even if no write
@@ -404,7 +427,41 @@ def _declared(fileio: FileIO, path: str) -> tuple[WalHeader, ...]:
     return tuple(b.header for b in contents.blocks)
 
 
-def delete_stale_segments(
+@dataclass(frozen=True)
+class FlushedSegment:
+    """A segment whose every block is flushed: its size and when it was closed (for a
+    segment of another incarnation, last modified), in seconds since the epoch."""
+
+    path: str
+    nbytes: int
+    closed_at: float
+
+
+def retired(
+    segments: Sequence[FlushedSegment], *, retention_s: float, retention_bytes: int | None, now: float
+) -> list[FlushedSegment]:
+    """Which flushed ``segments`` the WAL retention lets go at ``now``: those closed at
+    least ``retention_s`` ago, then, oldest first, as many more as it takes for the rest
+    to fit in ``retention_bytes`` (None: no bound)."""
+    kept = sum(s.nbytes for s in segments)
+    doomed = []
+    for segment in sorted(segments, key=lambda s: s.closed_at):
+        if now - segment.closed_at >= retention_s or retention_bytes is not None and kept > retention_bytes:
+            doomed.append(segment)
+            kept -= segment.nbytes
+    return doomed
+
+
+def delete_segments(fileio: FileIO, segments: Sequence[FlushedSegment]) -> int:
+    """Delete ``segments`` (one already gone, e.g. taken by another table server's
+    retention, is no error); how many."""
+    for segment in segments:
+        wal_storage(fileio, segment.path).delete()
+        log.info("deleted WAL stream segment %s (every block flushed)", segment.path)
+    return len(segments)
+
+
+def stale_segments(
     fileio: FileIO,
     directory: str,
     *,
@@ -412,12 +469,12 @@ def delete_stale_segments(
     is_flushed: Callable[[WalHeader], bool],
     now: float,
     min_age_s: float,
-) -> int:
-    """Delete the segments of other incarnations (servers that died or restarted, or
-    gave the table up) unmodified for ``min_age_s`` (the WAL retention and more than a
-    segment's age, so no live writer is appending) whose every block ``is_flushed``; how
-    many were deleted. A segment that cannot be read is kept."""
-    deleted = 0
+) -> list[FlushedSegment]:
+    """The segments in ``directory`` of other incarnations (servers that died or
+    restarted, or gave the table up) unmodified for ``min_age_s`` (more than a segment's
+    age, so no live writer appends to them) whose every block ``is_flushed``. A segment
+    that cannot be read is left out (kept)."""
+    found = []
     for info in list_logs(fileio, directory):
         name = SegmentName.parse(info.name)
         if name is None or name.incarnation == keep_incarnation or info.mtime is None:
@@ -430,7 +487,5 @@ def delete_stale_segments(
             log.warning("%s: unreadable WAL stream segment, kept: %s", info.path, e)
             continue
         if all(is_flushed(b) for b in blocks):
-            wal_storage(fileio, info.path).delete()
-            log.info("deleted WAL stream segment %s (every block flushed)", info.path)
-            deleted += 1
-    return deleted
+            found.append(FlushedSegment(info.path, info.size, info.mtime))
+    return found

@@ -3,8 +3,10 @@ transactions, flushes, memory, restarts, WAL retention and status, one behaviour
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -562,6 +564,57 @@ def test_wal_segments_are_kept_for_the_retention_period(cluster: InProcessCluste
     blocks = wal_blocks(cluster)
     assert sum(s.delete_expired_wals() for s in cluster.servers.values()) == 0  # default: 7 days
     assert wal_blocks(cluster) == blocks
+
+
+def test_wal_retention_bytes_bound_the_flushed_segments_kept_oldest_going_first(tmp_path) -> None:
+    """Within the retention period, flushed segments are still deleted, oldest first, once
+    they hold more than the retention bytes (a dead incarnation's counted too); an
+    unflushed block keeps every segment it has frames in."""
+    cluster = InProcessCluster(str(tmp_path))
+    try:
+        capped = WalConfig(retention_bytes=0, segment_bytes=1, segment_age=timedelta(milliseconds=1))
+        add_server(cluster, "a", capped)
+        client = cluster.client()
+        create(client)
+        client.write("t", batch(range(20)))
+        cluster.servers.pop("a").close()  # its segments are another incarnation's now
+        server = add_server(cluster, "a", capped)
+        for n in range(3):
+            client.write("t", batch(range(20 + 10 * n, 30 + 10 * n)))
+        client.flush("t")
+        held = Transaction(client, "t", "open")
+        held.write(batch(range(100, 110), tag="tx"))
+        client.flush("t")  # seals the open transaction's blocks; they cannot flush
+        io = open_fileio(cluster.wal_root)
+        flushed_ids = {(f.partition, f.file_id): f.block_id for f in cluster.master.flushed_blocks("t")}
+
+        def segments() -> dict[str, tuple[int, bool]]:  # each segment's size, and whether all flushed
+            return {i.path: (i.size, all(b.header.block_id <= flushed_ids.get((b.header.partition, b.header.file_group), 0)
+                                         for b in read_stream(io, i.path).blocks))
+                    for i in list_logs(io, cluster.wal_root) if SegmentName.parse(i.name)}
+
+        before = segments()
+        contents = {p: read_stream(io, p).blocks for p in before}
+        unflushed = {p for p, (_, done) in before.items() if not done}
+        assert unflushed and len(before) - len(unflushed) >= 3
+        flushed_bytes = sum(n for n, done in before.values() if done)
+        server._wal_config = dataclasses.replace(capped, retention_bytes=flushed_bytes - 1)
+        time.sleep(2 * capped.segment_age.total_seconds())  # the dead incarnation's are stale now
+        assert server.delete_expired_wals() == 1  # only as much as the bytes demand
+        gone = set(before) - set(segments())
+        assert len(gone) == 1 and not gone & unflushed
+        assert {b.header.block_id for p in gone for b in contents[p]} == {1}  # the oldest: the dead incarnation's
+        server._wal_config = capped  # keep no flushed byte
+        assert server.delete_expired_wals() >= 1
+        assert set(segments()) == unflushed | {t.stream._current.path for t in server._tables.values()
+                                               if t.stream._current is not None}
+        held.commit()
+        assert rows(client.read("t"), COLUMNS) == expected(
+            batch(range(50)), batch(range(100, 110), tag="tx"))
+        cluster.restart_server("a")  # recovery needs only the segments that are left
+        assert rows(client.read("t"), COLUMNS) == expected(batch(range(50)), batch(range(100, 110), tag="tx"))
+    finally:
+        cluster.close()
 
 
 def test_wal_retention_deletes_flushed_blocks_recovered_after_a_restart(tmp_path) -> None:

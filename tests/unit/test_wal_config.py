@@ -15,6 +15,7 @@ def test_defaults_are_safe() -> None:
     assert config == WalConfig()
     assert config.sync_policy is SyncPolicy.EVERY_APPEND
     assert config.retention == timedelta(days=7)
+    assert config.retention_bytes == 1 << 30  # a week of flushed WAL must not fill the disk
 
 
 def test_options_override_environment() -> None:
@@ -67,5 +68,8 @@ def test_unknown_key_under_the_prefix_is_an_error() -> None:
 def test_invalid_values_are_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="retention must not be negative"):
         WalConfig(retention=timedelta(seconds=-1))
+    with pytest.raises(InvalidArgumentError, match="retention_bytes must not be negative"):
+        WalConfig(retention_bytes=-1)
+    assert load(WalConfig, {"wal.retention-bytes": "256MiB"}, environ={}).retention_bytes == 256 << 20
     with pytest.raises(InvalidArgumentError, match="sync_interval must be positive"):
         WalConfig(sync_policy=SyncPolicy.INTERVAL, sync_interval=timedelta(0))

@@ -5,9 +5,21 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from memtier.config import WalConfig
 from memtier.io import FileIO
-from memtier.wal import BlockState, WalEntry, delete_expired, expired, list_status, list_wals
+from memtier.wal import (
+    BlockState,
+    FlushedSegment,
+    WalEntry,
+    delete_expired,
+    expired,
+    list_status,
+    list_wals,
+    retired,
+)
 from tests.support.wal import header, wal_path, write_wal
 
 DAY = 86400.0
@@ -75,3 +87,28 @@ def test_expired_is_pure(fileio: FileIO, any_root: str) -> None:
         s for s in statuses if s.state is BlockState.FLUSHED
     ]
     assert expired(statuses, timedelta(days=3)) == []
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 1000), st.floats(0, 100)), max_size=12),
+    st.floats(0, 120),
+    st.one_of(st.none(), st.integers(0, 5000)),
+)
+def test_retired_segments_are_the_old_then_the_oldest_beyond_the_bytes(
+    shapes: list[tuple[int, float]], retention_s: float, retention_bytes: int | None
+) -> None:
+    """Flushed stream segments go once past the retention period, and the oldest of the
+    rest go while what is kept exceeds the retention bytes; no more than that."""
+    now = 100.0
+    segments = [FlushedSegment(f"s{i}", n, at) for i, (n, at) in enumerate(shapes)]
+    doomed = retired(segments, retention_s=retention_s, retention_bytes=retention_bytes, now=now)
+    kept = [s for s in segments if s not in doomed]
+    assert all(now - s.closed_at < retention_s for s in kept)
+    if retention_bytes is not None:
+        assert sum(s.nbytes for s in kept) <= retention_bytes
+    if doomed and kept:
+        assert max(s.closed_at for s in doomed) <= min(s.closed_at for s in kept)  # oldest first
+        last = max(doomed, key=lambda s: s.closed_at)  # it had to go
+        assert now - last.closed_at >= retention_s or (
+            retention_bytes is not None and sum(s.nbytes for s in kept) + last.nbytes > retention_bytes
+        )

@@ -21,12 +21,13 @@ from memtier.wal import (
     WalHeader,
     WalStream,
     WalWriter,
-    delete_stale_segments,
+    delete_segments,
     read_frames,
     read_stream,
     read_wal,
     recover,
     recover_blocks,
+    stale_segments,
 )
 from memtier.wal.format import RECORD_HEADER_SIZE, frame_payload
 from memtier.wal.storage import list_logs
@@ -133,6 +134,11 @@ def test_blocks_span_segments_and_segments_go_once_their_blocks_are_flushed(root
         assert by_block(fileio, f"{root}/s")["fg2"] == list(range(12))  # fg2 keeps every frame
         flushed.add("fg2")
         assert delete(retention_s=3600) == 0  # flushed, but within the retention
+        closed = segments(fileio, f"{root}/s")[:-1]
+        sizes = [fileio.info(p).size for p in closed]
+        assert stream.delete_flushed(lambda h: True, retention_s=3600, now=time.time(),
+                                     retention_bytes=sum(sizes[1:])) == 1  # the oldest goes
+        assert segments(fileio, f"{root}/s")[:-1] == closed[1:]
         before = len(segments(fileio, f"{root}/s"))
         assert delete(retention_s=3600, now=time.time() + 3601) == before - 1
         assert len(segments(fileio, f"{root}/s")) == 1  # the current one: never while written
@@ -232,10 +238,10 @@ def test_stale_segments_of_other_incarnations_go_once_their_blocks_are_flushed(r
         flushed = {"fg0"}
 
         def sweep(now: float) -> int:
-            return delete_stale_segments(
+            return delete_segments(fileio, stale_segments(
                 fileio, f"{root}/s", keep_incarnation=live.incarnation,
                 is_flushed=lambda h: h.file_group in flushed, now=now, min_age_s=120,
-            )
+            ))
 
         later = time.time() + 3600
         assert sweep(later) == 0  # fg1 is not flushed yet
