@@ -17,6 +17,15 @@ p99 / max is the figure. Beside it, a bulk writer writes ``--file-mb`` files at
   a MiB at a time) and deleted with :func:`memtier.diskpacing.trickle_unlink`: how every
   bulk file memtier writes and deletes on local disk goes now.
 
+Or, instead of the bulk writer, a reader reads a ``--file-mb`` file not in the page cache
+in ``--frame-bytes`` ranges (as a flush reads its rows back from the WAL), pausing
+``--read-pause`` seconds after each pass:
+
+* ``readahead read``: plain reads, the kernel reading ahead (as the flush's memory-mapped
+  reads of WAL segments went before);
+* ``gentle read``: :meth:`memtier.io.LocalFileIO.read_ranges` (no readahead, a MiB at a
+  time, the pages dropped after): how memtier reads WAL frames back now.
+
 Rounds alternate the modes, so each sees the same spells of noise; the median round by
 p99 is kept. Prints a table; writes bench/results/background_io.json.
 """
@@ -38,9 +47,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.batches import percentiles_ms
 from bench.common import report
 from memtier.diskpacing import PacedFile, trickle_unlink
+from memtier.io import open_fileio
 
-HEADER = ["bulk writer", "round", "bulk MB/s", "wal syncs", "sync p50 ms", "sync p99 ms", "sync max ms"]
-MODES = ("none", "whole", "paced")
+HEADER = ["other I/O", "round", "its MB/s", "wal syncs", "sync p50 ms", "sync p99 ms", "sync max ms"]
+MODES = ("none", "whole", "paced", "readahead read", "gentle read")
 
 
 class Bulk(threading.Thread):
@@ -73,15 +83,45 @@ class Bulk(threading.Thread):
                 os.fsync(raw.fileno())
             files.append(path)
             if len(files) > 2:
-                self._delete(files[-3])
+                self._remove(files[-3])
         for path in files[-2:]:
-            self._delete(path)
+            self._remove(path)
 
-    def _delete(self, path: Path) -> None:
+    def _remove(self, path: Path) -> None:
         if self.mode == "paced":
             trickle_unlink(str(path))
         else:
             path.unlink(missing_ok=True)
+
+
+class Reader(threading.Thread):
+    """Reads a ``file_bytes`` file, dropped from the page cache, in ``frame_bytes``
+    ranges, the ``mode`` way, pausing ``pause`` seconds after each pass, until stopped."""
+
+    def __init__(self, directory: Path, mode: str, file_bytes: int, frame_bytes: int, pause: float) -> None:
+        super().__init__(daemon=True)
+        self.path = directory / "segment"
+        self.mode, self.pause = mode, pause
+        self.ranges = [(o, min(frame_bytes, file_bytes - o)) for o in range(0, file_bytes, frame_bytes)]
+        self.stop = threading.Event()
+        self.read = 0
+        with open(self.path, "wb") as f:
+            for _ in range(file_bytes >> 20):
+                f.write(os.urandom(1 << 20))
+            os.fsync(f.fileno())
+
+    def run(self) -> None:
+        fileio = open_fileio(str(self.path.parent))
+        while not self.stop.is_set():
+            fd = os.open(self.path, os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # every pass reads the disk
+            if self.mode == "gentle read":
+                self.read += sum(len(r) for r in fileio.read_ranges(str(self.path), self.ranges))
+            else:
+                self.read += sum(len(os.pread(fd, n, o)) for o, n in self.ranges)
+            os.close(fd)
+            self.stop.wait(self.pause)
+        self.path.unlink()
 
 
 def wal_syncs(path: Path, seconds: float, rate: float, frame: bytes) -> list[float]:
@@ -105,18 +145,24 @@ def wal_syncs(path: Path, seconds: float, rate: float, frame: bytes) -> list[flo
 
 
 def one(directory: Path, mode: str, round_: int, args: argparse.Namespace) -> dict[str, Any]:
-    bulk = Bulk(directory, mode, args.bulk_mb_per_s * 1e6, args.file_mb << 20)
-    if mode != "none":
-        bulk.start()
-    time.sleep(0.5 if mode != "none" else 0)  # the bulk writer under way first
+    other: Bulk | Reader | None = None
+    if mode.endswith("read"):
+        other = Reader(directory, mode, args.file_mb << 20, args.frame_bytes, args.read_pause)
+    elif mode != "none":
+        other = Bulk(directory, mode, args.bulk_mb_per_s * 1e6, args.file_mb << 20)
+    if other is not None:
+        other.start()
+        time.sleep(0.5)  # the other I/O under way first
     began = time.perf_counter()
     latencies = wal_syncs(directory / "wal", args.seconds, args.rate, os.urandom(args.frame_bytes))
     elapsed = time.perf_counter() - began
-    bulk.stop.set()
-    if mode != "none":
-        bulk.join()
+    moved = 0
+    if other is not None:
+        other.stop.set()
+        other.join()
+        moved = other.read if isinstance(other, Reader) else other.written
     p = percentiles_ms("sync", latencies)
-    return {"mode": mode, "round": round_, "bulk_mb_per_s": round(bulk.written / 1e6 / (elapsed + 0.5), 1),
+    return {"mode": mode, "round": round_, "bulk_mb_per_s": round(moved / 1e6 / (elapsed + 0.5), 1),
             "syncs": len(latencies), "p50_ms": p["sync_p50_ms"], "p99_ms": p["sync_p99_ms"],
             "max_ms": round(max(latencies) * 1000, 2)}
 
@@ -129,6 +175,8 @@ def main() -> None:
     parser.add_argument("--frame-bytes", type=int, default=550_000)
     parser.add_argument("--bulk-mb-per-s", type=float, default=150.0)
     parser.add_argument("--file-mb", type=int, default=64)
+    parser.add_argument("--read-pause", type=float, default=0.5,
+                        help="seconds a reader waits after each pass over its file")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     load = os.getloadavg()[0]

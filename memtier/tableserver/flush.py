@@ -49,8 +49,8 @@ class FlushGroup:
 @dataclass(frozen=True)
 class WalRows:
     """A file group's rows for a flush as where they lie in the WAL stream (each frame's
-    record, in write order): whoever runs the flush reads them there, memory-mapped, so
-    they never cross a pipe. Blocks of older versions, with block files of their own,
+    record, in write order): whoever runs the flush reads them there
+    (:func:`~memtier.wal.read_frames`), so they never cross a pipe. Blocks of older versions, with block files of their own,
     are flushed from a table of their rows instead."""
 
     refs: tuple[FrameRef, ...]

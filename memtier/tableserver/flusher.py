@@ -238,7 +238,7 @@ def _widen(fd: int) -> None:
 
 def _refs(rows: FlushRows) -> list[list[Any]] | None:
     """Where ``rows`` lie in the WAL, as the worker's request carries it (None: sent as IPC)."""
-    return [[r.path, r.seed, r.offset] for r in rows.refs] if isinstance(rows, WalRows) else None
+    return [[r.path, r.seed, r.offset, r.length] for r in rows.refs] if isinstance(rows, WalRows) else None
 
 
 def _ipc(table: pa.Table) -> pa.Buffer:

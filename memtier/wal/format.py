@@ -627,22 +627,23 @@ def decode_wal(data: pa.Buffer, path: str) -> WalContents:
 
 
 def decode_frame_at(
-    data: pa.Buffer, offset: int, seed: int, schema: pa.Schema, path: str
+    data: pa.Buffer, offset: int, seed: int, schema: pa.Schema, path: str, *, base: int = 0
 ) -> WalFrame:
-    """The frame record at ``offset`` of a WAL's bytes ``data`` (a stream segment's
-    records are seeded with ``seed``, its header's :attr:`WalHeader.crc_seed`), every byte
-    checked; :class:`CorruptFileError` if no intact frame is there."""
+    """The frame record at ``offset`` of ``data``, bytes of a WAL from its offset ``base``
+    on (a stream segment's records are seeded with ``seed``, its header's
+    :attr:`WalHeader.crc_seed`), every byte checked; :class:`CorruptFileError` if no intact
+    frame is there. The frame's offset is its offset in the WAL."""
     record = _parse_record(data, memoryview(data).cast("B"), offset, seed)
     if isinstance(record, str) or record.kind is not RecordKind.FRAME or not record.payload_ok:
         reason = record if isinstance(record, str) else (
             f"a {record.kind.name.lower()} record" if record.kind is not RecordKind.FRAME
             else "frame payload checksum mismatch"
         )
-        raise CorruptFileError(path, offset, f"no intact frame where one was written: {reason}")
+        raise CorruptFileError(path, base + offset, f"no intact frame where one was written: {reason}")
     payload = data.slice(offset + RECORD_HEADER_SIZE, record.payload_length)
     return WalFrame(
-        offset, RECORD_HEADER_SIZE + record.payload_length, record.txn_id, record.producer_id,
-        record.producer_seq, _decode_batch(payload, schema, path, offset),
+        base + offset, RECORD_HEADER_SIZE + record.payload_length, record.txn_id, record.producer_id,
+        record.producer_seq, _decode_batch(payload, schema, path, base + offset),
     )
 
 

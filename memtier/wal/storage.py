@@ -115,6 +115,10 @@ class WalStorage(ABC):
     def read_range(self, offset: int, length: int) -> bytes:
         """Up to ``length`` bytes from ``offset``."""
 
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[pa.Buffer]:
+        """The bytes of each ``(offset, length)`` range (fewer at the end)."""
+        return [pa.py_buffer(self.read_range(offset, length)) for offset, length in ranges]
+
     @abstractmethod
     def size(self) -> int: ...
 
@@ -213,6 +217,9 @@ class FileStorage(WalStorage):
         mapped = self.fileio.mmap(self.path)
         return pa.py_buffer(mapped if mapped is not None else self.fileio.read_bytes(self.path))
 
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[pa.Buffer]:
+        return [pa.py_buffer(data) for data in self.fileio.read_ranges(self.path, ranges)]
+
     def read_range(self, offset: int, length: int) -> bytes:
         return self.fileio.read_range(self.path, offset, length)
 
@@ -283,6 +290,11 @@ class ObjectStorage(WalStorage):
 
     def read(self) -> pa.Buffer:
         return pa.py_buffer(b"".join(self.fileio.read_bytes(p.path) for p in self._parts()))
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[pa.Buffer]:
+        data = self.read()  # one listing of the objects, then slices
+        starts = [min(offset, data.size) for offset, _ in ranges]
+        return [data.slice(start, min(length, data.size - start)) for start, (_, length) in zip(starts, ranges, strict=True)]
 
     def read_range(self, offset: int, length: int) -> bytes:
         out = []

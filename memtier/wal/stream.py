@@ -113,11 +113,13 @@ class StreamFrame:
 
 @dataclass(frozen=True)
 class FrameRef:
-    """Where a frame's record lies: its segment, the segment's CRC seed, its offset."""
+    """Where a frame's record lies: its segment, the segment's CRC seed, its offset and
+    length (header included)."""
 
     path: str
     seed: int
     offset: int
+    length: int
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,7 @@ class _Segment(WalWriter):
         caller serializes the appends of each block."""
         parts: list[object] = []
         mark = self.durable_size
-        at, offsets = 0, []  # each frame record's offset from the start of the append
+        at, placed = 0, []  # each frame record's offset from the start of the append, and length
         for frame in frames:
             ref = self._refs.get(frame.block.file_id)
             if ref is None:
@@ -168,11 +170,11 @@ class _Segment(WalWriter):
                 block_ref=ref,
             )
             parts += [record, frame.payload]
-            offsets.append(at)
+            placed.append((at, len(record) + frame.payload.size))
             at += len(record) + frame.payload.size
         pending = self._queue_append(tuple(parts), sum(f.rows for f in frames), len(frames))
         start, seed = pending.location.offset, self.header.crc_seed
-        return QueuedFrames(pending, tuple(FrameRef(self.path, seed, start + o) for o in offsets))
+        return QueuedFrames(pending, tuple(FrameRef(self.path, seed, start + o, n) for o, n in placed))
 
 
 class WalStream:
@@ -345,16 +347,40 @@ def _segments(fileio: FileIO, directory: str) -> list[tuple[SegmentName, str, fl
 
 
 def read_frames(fileio: FileIO, refs: Sequence[FrameRef], schema: pa.Schema) -> list[WalFrame]:
-    """The frames whose records ``refs`` name (in that order), every byte checked; each
-    segment is read once (memory-mapped where the store allows)."""
-    segments: dict[str, pa.Buffer] = {}
-    frames = []
-    for ref in refs:
-        data = segments.get(ref.path)
-        if data is None:
-            data = segments[ref.path] = wal_storage(fileio, ref.path).read()
-        frames.append(decode_frame_at(data, ref.offset, ref.seed, schema, ref.path))
-    return frames
+    """The frames whose records ``refs`` name (in that order), every byte checked. Only
+    their bytes are read, frames lying close together in one read
+    (:meth:`~memtier.wal.storage.WalStorage.read_ranges`: on local disk without readahead,
+    a MiB at a time, so a flush reading its rows back does not hold up WAL syncs)."""
+    frames: dict[int, WalFrame] = {}
+    by_segment: dict[str, list[int]] = {}
+    for i, ref in enumerate(refs):
+        by_segment.setdefault(ref.path, []).append(i)
+    for path, indices in by_segment.items():
+        spans = _spans(refs, indices)
+        read = wal_storage(fileio, path).read_ranges([(start, end - start) for start, end, _ in spans])
+        for (start, _, members), data in zip(spans, read, strict=True):
+            for i in members:
+                frames[i] = decode_frame_at(data, refs[i].offset - start, refs[i].seed, schema, path, base=start)
+    return [frames[i] for i in range(len(refs))]
+
+
+#: Frames of one segment at most this far apart are read together (the bytes between too).
+_SPAN_GAP = 64 << 10
+
+
+def _spans(refs: Sequence[FrameRef], indices: Sequence[int]) -> list[tuple[int, int, list[int]]]:
+    """The byte ranges ``(start, end, members)`` to read to cover the frames ``refs[i]``
+    of ``indices`` (one segment's), frames at most :data:`_SPAN_GAP` apart in one range;
+    ``members`` are indices of ``refs``."""
+    spans: list[tuple[int, int, list[int]]] = []
+    for i in sorted(indices, key=lambda i: refs[i].offset):
+        ref = refs[i]
+        if spans and ref.offset - spans[-1][1] <= _SPAN_GAP:
+            start, end, members = spans[-1]
+            spans[-1] = (start, max(end, ref.offset + ref.length), [*members, i])
+        else:
+            spans.append((ref.offset, ref.offset + ref.length, [i]))
+    return spans
 
 
 @dataclass(frozen=True)
@@ -402,7 +428,7 @@ def recover_blocks(
             _merge(found.producer_seqs, producer_high_water(block.frames))
             if decode(block.header):
                 found.frames.extend(block.frames)
-                found.refs.extend(FrameRef(path, seed, f.offset) for f in block.frames)
+                found.refs.extend(FrameRef(path, seed, f.offset, f.length) for f in block.frames)
     return list(blocks.values())
 
 

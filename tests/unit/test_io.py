@@ -208,3 +208,18 @@ def test_a_writer_killed_mid_write_leaves_a_temporary_file_that_is_swept_once_ol
     assert sweep_temp_files(io, root, now=time.time()) == []  # it might still be written
     assert sweep_temp_files(io, root, now=time.time() + ORPHAN_AGE_S + 60) == [left]
     assert [basename(f.path) for f in io.list_files(root)] == ["kept.parquet"]
+
+
+def test_read_ranges_returns_each_range_across_read_chunks_and_short_at_the_end(
+    fileio: FileIO, any_root: str
+) -> None:
+    from memtier.io import GENTLE_READ_BYTES
+
+    path = join(any_root, "wal", "segment")
+    data = bytes(range(256)) * (3 * GENTLE_READ_BYTES // 256 + 7)  # ranges span several chunks
+    fileio.write_atomic(path, data)
+    ranges = [(5, 10), (GENTLE_READ_BYTES - 3, 2 * GENTLE_READ_BYTES + 9), (0, 0), (len(data) - 4, 100)]
+    assert [bytes(r) for r in fileio.read_ranges(path, ranges)] == [data[o : o + n] for o, n in ranges]
+    assert fileio.read_ranges(path, [(len(data) + 10, 5)]) == [b""]
+    with pytest.raises(NotFoundError):
+        fileio.read_ranges(join(any_root, "wal", "missing"), [(0, 1)])

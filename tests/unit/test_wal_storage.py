@@ -119,6 +119,8 @@ def test_object_storage_reads_truncates_and_lists(memory_root: str) -> None:
         assert sink.sync() is True
     assert storage.read().to_pybytes() == b"headonetwothree"
     assert storage.read_range(5, 7) == b"netwoth"
+    assert [r.to_pybytes() for r in storage.read_ranges([(5, 7), (0, 4), (12, 10), (20, 3)])] == [
+        b"netwoth", b"head", b"ree", b""]
     assert storage.size() == 15
     storage.truncate(9)
     assert storage.read().to_pybytes() == b"headonetw"

@@ -4,6 +4,7 @@ flushed; version-1 block files still read."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import shutil
 import time
@@ -178,6 +179,9 @@ def test_frames_are_read_back_by_where_they_lie_and_checked(root: str) -> None:
         read = read_frames(fileio, [pair[b] for pair in refs], SCHEMA)
         assert [f.batch for f in read] == [batch_for(b, seq) for seq in range(6)]
         assert [(f.txn_id, f.producer_seq) for f in read] == [(seq, seq) for seq in range(6)]
+        assert [(f.offset, f.length) for f in read] == [(pair[b].offset, pair[b].length) for pair in refs]
+    backwards = [r for pair in reversed(refs) for r in pair]  # any order, segments mixed
+    assert [f.offset for f in read_frames(fileio, backwards, SCHEMA)] == [r.offset for r in backwards]
     ref = refs[2][1]
     data = bytearray(fileio.read_bytes(ref.path))
     data[ref.offset + RECORD_HEADER_SIZE + 10] ^= 1  # the payload
@@ -185,7 +189,11 @@ def test_frames_are_read_back_by_where_they_lie_and_checked(root: str) -> None:
     with pytest.raises(CorruptFileError, match="payload checksum"):
         read_frames(fileio, [ref], SCHEMA)
     with pytest.raises(CorruptFileError, match="no intact frame"):
-        read_frames(fileio, [type(ref)(ref.path, ref.seed, ref.offset + 8)], SCHEMA)
+        read_frames(fileio, [dataclasses.replace(ref, offset=ref.offset + 8)], SCHEMA)
+    last = refs[-1][1]
+    fileio.write_atomic(last.path, fileio.read_bytes(last.path)[: last.offset + last.length - 1])  # torn
+    with pytest.raises(CorruptFileError, match=f"corrupt at byte {last.offset}: .*incomplete"):
+        read_frames(fileio, [last], SCHEMA)
 
 
 def test_stream_and_block_files_are_told_apart(root: str) -> None:
