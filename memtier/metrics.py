@@ -22,6 +22,7 @@ __all__ = ["MetricsEndpoint", "master_metrics", "serve_metrics", "table_server_m
 
 _HISTOGRAMS = {  # latency name -> (metric, help)
     "ack": ("memtier_ack_seconds", "time from a write reaching the table server to its acknowledgement"),
+    "read": ("memtier_read_seconds", "one read of a table server's unflushed rows, inside the table server"),
     "wal_sync": ("memtier_wal_sync_seconds", "one durable WAL sync (a group commit)"),
     "flush": ("memtier_flush_seconds", "one flush commit (encoding, files, deltacommit)"),
     "gc": ("memtier_gc_pause_seconds", "one garbage collection of the table server's Python process"),

@@ -172,6 +172,7 @@ class TableServer:
         self._flushing = 0  # bytes running flushes hold: what a write waits for when memory is full
         self.memory = MemoryAccount(self.config.memory_budget)
         self.write_latency = LatencyWindow()
+        self.read_latency = LatencyWindow()  # a read of this server's blocks, inside the server
         self.flush_latency = LatencyWindow()  # each flush commit, encoding and files included
         self.gc_pauses = LatencyWindow()  # the process's garbage collections, when watched
         self.metrics_url: str | None = None  # where the process serves /metrics, if it does
@@ -537,6 +538,7 @@ class TableServer:
         shown or not (their outcome may have changed since it was taken: a reader that
         reused an old snapshot asks the master for a new one). Buckets this server does not serve
         (any more) raise :class:`NotOwnerError`, not an empty answer."""
+        started = time.perf_counter()
         t = self._table(table)
         checked = validate(key_filters, t.meta.config.record_key_fields)
         pinned = pinned_values(checked)  # frames holding none of them are skipped
@@ -581,6 +583,7 @@ class TableServer:
         )
         keys = KeyFilter.of(checked)  # not acero's filter: it costs ~0.1 ms a frame
         data = data if keys is None else keys.filter(data)
+        self.read_latency.add(time.perf_counter() - started)
         return data.replace_schema_metadata(UNRESOLVED_METADATA) if unresolved else data
 
     # == flushes =========================================================================
@@ -835,6 +838,7 @@ class TableServer:
             "memory_budget": self.memory.budget,
             "wal": vars(self._committer.stats()),
             "writes": self.write_latency.summary(),
+            "reads": self.read_latency.summary(),
             "wal_syncs": self._committer.sync_latency.summary(),
             "flushes": self.flush_latency.summary(),
             "gc_pauses": self.gc_pauses.summary(),
@@ -844,7 +848,7 @@ class TableServer:
 
     def latencies(self) -> dict[str, LatencyWindow]:
         """The durations this server measures, by what they time."""
-        return {"ack": self.write_latency, "wal_sync": self._committer.sync_latency,
+        return {"ack": self.write_latency, "read": self.read_latency, "wal_sync": self._committer.sync_latency,
                 "flush": self.flush_latency, "gc": self.gc_pauses}
 
     def bucket_memory(self) -> dict[tuple[str, int], int]:

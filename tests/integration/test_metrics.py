@@ -37,7 +37,7 @@ def endpoints(tmp_path: Path) -> Iterator[tuple[InProcessCluster, MetricsEndpoin
     master.close()
 
 
-def test_table_server_and_master_metrics_count_writes_and_flushes(
+def test_table_server_and_master_metrics_count_writes_reads_and_flushes(
     endpoints: tuple[InProcessCluster, MetricsEndpoint, MetricsEndpoint]
 ) -> None:
     cluster, served, master = endpoints
@@ -52,6 +52,11 @@ def test_table_server_and_master_metrics_count_writes_and_flushes(
     assert before[("memtier_ack_seconds_bucket", (("le", "+Inf"), ("server", "ts-0")))] == 3
     assert before[("memtier_wal_sync_seconds_count", (("server", "ts-0"),))] >= 1
     assert before[("memtier_memory_budget_bytes", (("server", "ts-0"),))] == cluster.config.memory_budget
+    assert before[("memtier_read_seconds_count", (("server", "ts-0"),))] == 0
+    assert client.lookup("t", [7])["id"].to_pylist() == [7]
+    assert client.read("t").num_rows == 300
+    read = scrape(served.url)[("memtier_read_seconds_count", (("server", "ts-0"),))]
+    assert read >= 2  # every read of the server's memory is timed
     client.flush("t")
     after = scrape(served.url)
     assert after[("memtier_unflushed_rows", (("server", "ts-0"), ("table", "t")))] == 0
