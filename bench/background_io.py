@@ -24,7 +24,11 @@ in ``--frame-bytes`` ranges (as a flush reads its rows back from the WAL), pausi
 * ``readahead read``: plain reads, the kernel reading ahead (as the flush's memory-mapped
   reads of WAL segments went before);
 * ``gentle read``: :meth:`memtier.io.LocalFileIO.read_ranges` (no readahead, a MiB at a
-  time, the pages dropped after): how memtier reads WAL frames back now.
+  time, the pages dropped after): how memtier reads WAL frames back now;
+* ``parquet read``: a Parquet file of ``--file-mb`` read whole by pyarrow, memory-mapped
+  (as a client reads base files, and table services did before);
+* ``gentle parquet read``: the same through :class:`memtier.io.GentleFile`, as table
+  services and flush workers read now (:func:`memtier.io.read_gently`).
 
 Rounds alternate the modes, so each sees the same spells of noise; the median round by
 p99 is kept. Prints a table; writes bench/results/background_io.json.
@@ -42,15 +46,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.batches import percentiles_ms
 from bench.common import report
 from memtier.diskpacing import PacedFile, trickle_unlink
-from memtier.io import open_fileio
+from memtier.io import GentleFile, open_fileio
 
 HEADER = ["other I/O", "round", "its MB/s", "wal syncs", "sync p50 ms", "sync p99 ms", "sync max ms"]
-MODES = ("none", "whole", "paced", "readahead read", "gentle read")
+MODES = ("none", "whole", "paced", "readahead read", "gentle read", "parquet read", "gentle parquet read")
 
 
 class Bulk(threading.Thread):
@@ -105,9 +113,15 @@ class Reader(threading.Thread):
         self.ranges = [(o, min(frame_bytes, file_bytes - o)) for o in range(0, file_bytes, frame_bytes)]
         self.stop = threading.Event()
         self.read = 0
-        with open(self.path, "wb") as f:
-            for _ in range(file_bytes >> 20):
-                f.write(os.urandom(1 << 20))
+        if mode.endswith("parquet read"):
+            rows = file_bytes // 24  # three 8-byte columns
+            pq.write_table(pa.table({"a": np.random.rand(rows), "b": np.arange(rows),
+                                     "c": np.random.randint(0, 1 << 40, rows)}), self.path)
+        else:
+            with open(self.path, "wb") as f:
+                for _ in range(file_bytes >> 20):
+                    f.write(os.urandom(1 << 20))
+        with open(self.path, "rb+") as f:
             os.fsync(f.fileno())
 
     def run(self) -> None:
@@ -117,6 +131,11 @@ class Reader(threading.Thread):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # every pass reads the disk
             if self.mode == "gentle read":
                 self.read += sum(len(r) for r in fileio.read_ranges(str(self.path), self.ranges))
+            elif self.mode.endswith("parquet read"):
+                gentle = self.mode.startswith("gentle")
+                source = pa.PythonFile(GentleFile(str(self.path))) if gentle else pa.memory_map(str(self.path))
+                with source:
+                    self.read += pq.ParquetFile(source).read().nbytes
             else:
                 self.read += sum(len(os.pread(fd, n, o)) for o, n in self.ranges)
             os.close(fd)

@@ -31,7 +31,7 @@ from memtier.compaction.worker import ServiceWorker
 from memtier.config import CatalogConfig, ClusterConfig, ServicesConfig, TableServerConfig, WalConfig, load
 from memtier.errors import InvalidArgumentError, MemtierError, RpcError
 from memtier.gcpauses import freeze_startup, watch_pauses
-from memtier.io import join
+from memtier.io import join, read_gently
 from memtier.master.master import Master
 from memtier.master.service import MasterProxy, MasterService
 from memtier.metrics import master_metrics, serve_metrics, table_server_metrics
@@ -196,10 +196,12 @@ class TableServiceShell:
     and cleans from the master. Ray's CPU reservation is bookkeeping, not isolation: the
     process is pinned to ``cluster.service-cpus`` (away from the table servers), and runs
     only on CPU time no other process wants (``SCHED_IDLE``), so write acknowledgements,
-    flushes and clients win any core they share with it."""
+    flushes and clients win any core they share with it; and it reads files gently
+    (:func:`~memtier.io.read_gently`), so its reads do not hold up WAL syncs."""
 
     def __init__(self, worker_id: str, master_location: str, cluster: Mapping[str, str]) -> None:
         background()
+        read_gently()
         config = load(ClusterConfig, cluster)
         self.cpus = pin(service_cpus(config.service_cpus, available()))
         self.worker = ServiceWorker(worker_id, MasterProxy(master_location, token=config.token),

@@ -17,6 +17,7 @@ appends (``open_append``) where the store has them, listing, ranged reads, and a
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import posixpath
 import threading
@@ -319,8 +320,78 @@ def _fsync_path(path: str) -> None:
 
 
 _IOV_MAX = os.sysconf("SC_IOV_MAX")  # buffers one os.writev may take
-#: The largest read :meth:`LocalFileIO.read_ranges` asks the disk for at once.
+#: The largest read a :class:`GentleFile` asks the disk for at once.
 GENTLE_READ_BYTES = 1 << 20
+#: Whether this process reads local files gently everywhere (:func:`read_gently`).
+_gentle_reads = False
+
+
+def read_gently(enabled: bool = True) -> None:
+    """Make this process read local files through :class:`GentleFile` (Parquet inputs,
+    whole files), not memory-mapped or buffered: for processes doing background work
+    (table services, flush workers) on a disk whose WAL syncs acknowledge writes."""
+    global _gentle_reads
+    _gentle_reads = enabled
+
+
+class GentleFile(io.RawIOBase):
+    """A local file read without the kernel's readahead (``POSIX_FADV_RANDOM``), one
+    request of at most :data:`GENTLE_READ_BYTES` at a time, so a large read never queues
+    megabytes ahead of a WAL write on the same disk (the disk's readahead here is 8 MB:
+    reading a Parquet file through pyarrow's own files raised WAL sync p99 from 1.9 to
+    8-10 ms, through this 3.2-3.5 ms; bench/RESULTS.md). About as fast for a whole file."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self._fd = os.open(path, os.O_RDONLY)
+        os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_RANDOM)
+        self._size = os.fstat(self._fd).st_size
+        self._position = 0
+
+    def read_at(self, into: memoryview, offset: int) -> int:
+        """Fill ``into`` from ``offset`` (less at the end of the file); the bytes read."""
+        done = 0
+        while done < len(into):
+            n = os.preadv(self._fd, [into[done : done + GENTLE_READ_BYTES]], offset + done)
+            if n == 0:
+                break
+            done += n
+        return done
+
+    def drop_cache(self, offset: int, length: int) -> None:
+        """Drop these bytes' pages from the page cache (read once, not needed again)."""
+        os.posix_fadvise(self._fd, offset, length, os.POSIX_FADV_DONTNEED)
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        done = self.read_at(view[: max(0, self._size - self._position)], self._position)
+        self._position += done
+        return done
+
+    def readall(self) -> bytes:
+        data = bytearray(max(0, self._size - self._position))
+        done = self.read_at(memoryview(data), self._position)
+        self._position += done
+        return bytes(data) if done == len(data) else bytes(data[:done])
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
+        self._position = base + offset
+        return self._position
+
+    def tell(self) -> int:
+        return self._position
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
 
 
 class _LocalAppendFile(AppendFile):
@@ -420,7 +491,7 @@ class LocalFileIO(FileIO):
 
     def read_bytes(self, path: str) -> bytes:
         try:
-            with open(_local_path(path), "rb") as f:
+            with GentleFile(_local_path(path)) if _gentle_reads else open(_local_path(path), "rb") as f:
                 return f.read()
         except FileNotFoundError as e:
             raise NotFoundError(f"no such file: {path}") from e
@@ -434,33 +505,26 @@ class LocalFileIO(FileIO):
             raise NotFoundError(f"no such file: {path}") from e
 
     def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes | bytearray]:
-        """Read gently, for a disk that WAL syncs wait on: no readahead, one request of at
-        most :data:`GENTLE_READ_BYTES` at a time (the kernel's readahead of a large read
-        queued megabytes ahead of WAL writes: sync p99 2 -> 17 ms, bench/RESULTS.md), and
-        the pages read dropped from the cache after (they are read once)."""
+        """Read gently (:class:`GentleFile`: the kernel's readahead of a large read queued
+        megabytes ahead of WAL writes, sync p99 2 -> 17 ms, bench/RESULTS.md), and drop
+        the pages read from the cache after (they are read once)."""
         try:
-            fd = os.open(_local_path(path), os.O_RDONLY)
+            source = GentleFile(_local_path(path))
         except FileNotFoundError as e:
             raise NotFoundError(f"no such file: {path}") from e
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        with source:
             read: list[bytes | bytearray] = []
             for offset, length in ranges:
                 data = bytearray(length)
-                view, done = memoryview(data), 0
-                while done < length:
-                    n = os.preadv(fd, [view[done : done + GENTLE_READ_BYTES]], offset + done)
-                    if n == 0:  # end of file
-                        break
-                    done += n
-                read.append(data if done == length else bytes(view[:done]))
-                os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+                done = source.read_at(memoryview(data), offset)
+                read.append(data if done == length else bytes(data[:done]))
+                source.drop_cache(offset, length)
             return read
-        finally:
-            os.close(fd)
 
     def open_input(self, path: str) -> pa.NativeFile:
         try:
+            if _gentle_reads:
+                return pa.PythonFile(GentleFile(_local_path(path)), mode="r")
             return pa.memory_map(_local_path(path), "r")
         except FileNotFoundError as e:
             raise NotFoundError(f"no such file: {path}") from e

@@ -39,7 +39,7 @@ import pyarrow as pa
 from memtier.errors import CommitFailedError, MemtierError
 from memtier.hudi.deletes import flagged_schema
 from memtier.hudi.tablemeta import TableMeta
-from memtier.io import FileIO, open_fileio
+from memtier.io import FileIO, open_fileio, read_gently
 from memtier.placement import pin
 from memtier.rpc.codec import dumps, error_from_wire, error_to_wire, loads
 from memtier.tableserver.flush import FlushGroup, FlushJob, FlushRows, Planned, WalRows, read_rows
@@ -310,5 +310,6 @@ def main(argv: Sequence[str]) -> None:
     request_fd, reply_fd, parent = (int(a) for a in argv)
     logging.basicConfig(level=logging.WARNING, format="flush worker %(process)d: %(message)s")
     return_freed_memory()  # a flush's buffers go back to the system once it ends
+    read_gently()  # what it reads (WAL frames, base files to cluster) never holds up WAL syncs
     threading.Thread(target=_watch_parent, args=(parent,), name="memtier-flush-parent", daemon=True).start()
     serve(Connection(request_fd, writable=False), Connection(reply_fd, readable=False))

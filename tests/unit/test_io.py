@@ -223,3 +223,43 @@ def test_read_ranges_returns_each_range_across_read_chunks_and_short_at_the_end(
     assert fileio.read_ranges(path, [(len(data) + 10, 5)]) == [b""]
     with pytest.raises(NotFoundError):
         fileio.read_ranges(join(any_root, "wal", "missing"), [(0, 1)])
+
+
+def test_a_gentle_file_reads_as_a_plain_one_across_its_read_chunks(tmp_path) -> None:
+    import io
+
+    from memtier.io import GENTLE_READ_BYTES, GentleFile
+
+    path = tmp_path / "f.bin"
+    data = bytes(range(256)) * (2 * GENTLE_READ_BYTES // 256 + 3)
+    path.write_bytes(data)
+    with GentleFile(str(path)) as f:
+        assert f.read(10) == data[:10]
+        assert f.seek(GENTLE_READ_BYTES - 5) == GENTLE_READ_BYTES - 5
+        assert f.read(GENTLE_READ_BYTES + 10) == data[GENTLE_READ_BYTES - 5 : 2 * GENTLE_READ_BYTES + 5]
+        assert f.seek(-7, io.SEEK_END) == len(data) - 7 and f.read() == data[-7:]
+        assert f.read(5) == b"" and f.tell() == len(data)
+        f.seek(3)
+        assert f.readall() == data[3:]
+
+
+def test_a_process_reading_gently_reads_parquet_and_whole_files_the_same(tmp_path) -> None:
+    from memtier.io import read_gently
+
+    table = pa.table({"id": range(200_000), "v": [float(i) for i in range(200_000)]})
+    fileio = open_fileio(str(tmp_path))
+    path = join(str(tmp_path), "base.parquet")
+    pq.write_table(table, str(tmp_path / "base.parquet"), row_group_size=50_000)
+    plain_bytes = fileio.read_bytes(path)
+    read_gently()
+    try:
+        with fileio.open_input(path) as source:
+            assert not isinstance(source, pa.MemoryMappedFile)
+            assert pq.ParquetFile(source).read().equals(table)
+        assert fileio.read_bytes(path) == plain_bytes
+        with pytest.raises(NotFoundError):
+            fileio.open_input(join(str(tmp_path), "missing.parquet"))
+    finally:
+        read_gently(False)
+    with fileio.open_input(path) as source:
+        assert isinstance(source, pa.MemoryMappedFile)
