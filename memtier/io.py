@@ -969,7 +969,10 @@ class HdfsFileIO(FsspecFileIO):
 
     def _filesystem_options(self) -> dict[str, Any]:
         split = urlsplit(self.root)
-        return {"host": split.hostname, "port": split.port, **self.storage_options}
+        # not in fsspec's instance cache: fsspec clears that cache in a child process after
+        # fork (Ray starts its processes that way), and dropping an hdfs-native client there
+        # hung the child (its runtime's threads do not exist in it)
+        return {"host": split.hostname, "port": split.port, "skip_instance_cache": True, **self.storage_options}
 
     def _uri(self, native: str) -> str:
         return f"hdfs://{urlsplit(self.root).netloc}/{native.lstrip('/')}"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -179,6 +181,22 @@ def test_hdfs_uri_needs_a_name_node() -> None:
     assert isinstance(open_fileio("hdfs://namenode:8020/tables/t"), HdfsFileIO)
     with pytest.raises(InvalidArgumentError, match="cannot use HDFS"):
         open_fileio("hdfs:///tables/t")
+
+
+def test_a_process_that_opened_hdfs_can_still_start_processes() -> None:
+    """Ray starts its processes with a fork that runs Python in the child first (a
+    ``preexec_fn``), where fsspec clears its cache of filesystems: an hdfs-native client
+    dropped there hung the child, and the parent with it (start_local never returned)."""
+    pytest.importorskip("hdfs_native")
+    script = (
+        "import subprocess, sys\n"
+        "from memtier.io import open_fileio\n"
+        "open_fileio('hdfs://namenode:8020/tables/t')\n"  # dropped: only a cache could hold it
+        "subprocess.run([sys.executable, '-c', 'pass'], preexec_fn=lambda: None, check=True)\n"
+        "print('started')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "started", done.stderr
 
 
 def test_a_writer_killed_mid_write_leaves_a_temporary_file_that_is_swept_once_old(tmp_path) -> None:
