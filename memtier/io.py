@@ -337,9 +337,10 @@ def read_gently(enabled: bool = True) -> None:
 class GentleFile(io.RawIOBase):
     """A local file read without the kernel's readahead (``POSIX_FADV_RANDOM``), one
     request of at most :data:`GENTLE_READ_BYTES` at a time, so a large read never queues
-    megabytes ahead of a WAL write on the same disk (the disk's readahead here is 8 MB:
-    reading a Parquet file through pyarrow's own files raised WAL sync p99 from 1.9 to
-    8-10 ms, through this 3.2-3.5 ms; bench/RESULTS.md). About as fast for a whole file."""
+    megabytes ahead of a WAL write on the same disk (the disk's readahead here is 8 MB: a
+    Parquet file read whole by pyarrow beside the WAL raised its sync p99 from ~1.7 to
+    13-14 ms memory-mapped, to 5-6 ms through this; bench/RESULTS.md). About as fast for a
+    whole file."""
 
     def __init__(self, path: str) -> None:
         super().__init__()
