@@ -349,6 +349,12 @@ class GentleFile(io.RawIOBase):
         self._size = os.fstat(self._fd).st_size
         self._position = 0
 
+    def pread(self, offset: int, length: int) -> bytes | bytearray:
+        """Up to ``length`` bytes from ``offset`` (fewer at the end of the file)."""
+        data = bytearray(length)
+        done = self.read_at(memoryview(data), offset)
+        return data if done == length else bytes(data[:done])
+
     def read_at(self, into: memoryview, offset: int) -> int:
         """Fill ``into`` from ``offset`` (less at the end of the file); the bytes read."""
         done = 0
@@ -370,10 +376,9 @@ class GentleFile(io.RawIOBase):
         return done
 
     def readall(self) -> bytes:
-        data = bytearray(max(0, self._size - self._position))
-        done = self.read_at(memoryview(data), self._position)
-        self._position += done
-        return bytes(data) if done == len(data) else bytes(data[:done])
+        data = self.pread(self._position, max(0, self._size - self._position))
+        self._position += len(data)
+        return bytes(data)
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
@@ -516,9 +521,7 @@ class LocalFileIO(FileIO):
         with source:
             read: list[bytes | bytearray] = []
             for offset, length in ranges:
-                data = bytearray(length)
-                done = source.read_at(memoryview(data), offset)
-                read.append(data if done == length else bytes(data[:done]))
+                read.append(source.pread(offset, length))
                 source.drop_cache(offset, length)
             return read
 

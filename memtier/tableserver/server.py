@@ -57,7 +57,6 @@ from memtier.wal import (
     delete_expired,
     list_wals,
     recover_blocks,
-    retired,
     stale_segments,
 )
 from memtier.wal.format import frame_payload
@@ -657,10 +656,10 @@ class TableServer:
                 self._wal_io, join(wal_dir, STREAM_DIR), keep_incarnation=t.stream.incarnation,
                 is_flushed=is_flushed, now=now, min_age_s=2 * self._wal_config.segment_age.total_seconds(),
             )
-            deleted += t.stream.delete(retired(
-                t.stream.flushed_segments(is_flushed) + stale, retention_s=retention,
-                retention_bytes=self._wal_config.retention_bytes, now=now,
-            ))
+            deleted += t.stream.delete_flushed(
+                is_flushed, retention_s=retention, retention_bytes=self._wal_config.retention_bytes, now=now,
+                others=stale,
+            )
             deleted += len(delete_expired(
                 self._wal_io, wal_dir, is_flushed=file_flushed, now=now,
                 retention=self._wal_config.retention,

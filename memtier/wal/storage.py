@@ -115,9 +115,9 @@ class WalStorage(ABC):
     def read_range(self, offset: int, length: int) -> bytes:
         """Up to ``length`` bytes from ``offset``."""
 
+    @abstractmethod
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[pa.Buffer]:
         """The bytes of each ``(offset, length)`` range (fewer at the end)."""
-        return [pa.py_buffer(self.read_range(offset, length)) for offset, length in ranges]
 
     @abstractmethod
     def size(self) -> int: ...

@@ -15,7 +15,7 @@ from the segments (:func:`read_frames`), and recovery (:func:`recover_blocks`) g
 each block's frames from every segment, torn tails cut off per block. A segment is
 deleted once every block it holds is flushed into the Hudi table and it has been closed
 for the WAL retention, or sooner when the flushed segments kept would exceed the retention
-bytes, oldest first (:func:`retired`; :meth:`WalStream.flushed_segments`, and segments of
+bytes, oldest first (:func:`retired`; :meth:`WalStream.delete_flushed`, with segments of
 other incarnations: :func:`stale_segments`). Block files of older versions are still read
 (:mod:`memtier.wal.reader`).
 """
@@ -243,43 +243,35 @@ class WalStream:
 
     def delete_flushed(
         self, is_flushed: Callable[[WalHeader], bool], *, retention_s: float, now: float,
-        retention_bytes: int | None = None,
+        retention_bytes: int | None = None, others: Sequence[FlushedSegment] = (),
     ) -> int:
-        """Delete this stream's segments whose every block ``is_flushed`` that
-        :func:`retired` picks (closed ``retention_s`` before ``now``, epoch seconds, or the
-        oldest beyond ``retention_bytes``); how many. Deleting a large file takes a while
-        (:mod:`memtier.diskpacing`): call it off the write path."""
-        return self.delete(retired(self.flushed_segments(is_flushed), retention_s=retention_s,
-                                   retention_bytes=retention_bytes, now=now))
-
-    def flushed_segments(self, is_flushed: Callable[[WalHeader], bool]) -> list[FlushedSegment]:
-        """This stream's closed segments whose every block ``is_flushed``: what retention
-        may delete."""
+        """Delete the segments :func:`retired` picks (closed ``retention_s`` before
+        ``now``, epoch seconds, or the oldest beyond ``retention_bytes``) among this
+        stream's closed segments whose every block ``is_flushed`` and ``others`` (other
+        incarnations' in its directory: :func:`stale_segments`, counted in the same
+        bytes); how many. Deleting a large file takes a while (:mod:`memtier.diskpacing`):
+        call it off the write path."""
         with self._lock:
             segments = list(self._segments)
-        return [
+        flushed = [
             FlushedSegment(s.path, s.size, s.closed_at) for s in segments
             if s.closed_at is not None and all(is_flushed(b) for b in list(s.blocks.values()))
         ]
+        doomed = retired([*flushed, *others], retention_s=retention_s, retention_bytes=retention_bytes, now=now)
+        paths = {s.path for s in doomed}
+        with self._lock:
+            self._segments = [s for s in self._segments if s.path not in paths]
+        return delete_segments(self._fileio, doomed)
 
     def closed_bytes(self) -> int:
         """Bytes in this stream's closed segments not deleted yet, flushed or not."""
         with self._lock:
             return sum(s.size for s in self._segments if s.closed_at is not None)
 
-    def delete(self, segments: Sequence[FlushedSegment]) -> int:
-        """Delete ``segments`` (this stream's, or any other in its directory: see
-        :func:`stale_segments`); this stream forgets those that were its own. How many
-        were deleted."""
-        paths = {s.path for s in segments}
-        with self._lock:
-            self._segments = [s for s in self._segments if s.path not in paths]
-        return delete_segments(self._fileio, segments)
-
     def roll_idle(self) -> None:
         """Close the current segment once it is past the segment age even if no write
         comes: no segment is appended to long after its last write, so other servers may
-        take one unmodified for longer than that for stale (:func:`delete_stale_segments`)."""
+        take one unmodified for longer than that for stale (:func:`stale_segments`)."""
         with self._lock:
             current = self._current
             if current is not None and time.monotonic() - current.started >= self._segment_age_s:
