@@ -24,8 +24,9 @@ from memtier.hudi.basefile import sort_by_key
 from memtier.hudi.deletes import DELETE_FLAG
 from memtier.hudi.filegroup import FileGroupChange, FileGroupPlan
 from memtier.hudi.fsview import FileSystemView
+from memtier.hudi.keys import KeyColumns
 from memtier.hudi.merge import LogEntry, MergeSpec, fold_log
-from memtier.hudi.routing import all_unique, keep_latest, locate
+from memtier.hudi.routing import all_unique, keep_latest
 from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
 from memtier.hudi.timeline import Timeline
 from memtier.hudi.writer import ensure_partition_metadata, plan_changes, planned_metadata, write_files
@@ -57,10 +58,19 @@ class WalRows:
     num_rows: int
 
 
-def read_rows(wal: FileIO, refs: Sequence[FrameRef], schema: pa.Schema) -> pa.Table:
-    """The rows of the frames at ``refs`` in the WAL on ``wal`` (``schema``: the table's,
-    delete flag included), in order."""
-    return pa.Table.from_batches([f.batch for f in read_frames(wal, refs, schema)], schema=schema)
+def read_rows(wal: FileIO, sources: Sequence[Sequence[FrameRef] | pa.Table], schema: pa.Schema) -> list[pa.Table]:
+    """Each file group's rows, in order: a table as given, the rows of the frames at a
+    sequence of refs read from the WAL on ``wal`` (``schema``: the table's, delete flag
+    included). Every group's frames are read in one pass over the WAL, in file order: one
+    write's frames for many file groups lie side by side, so reading group by group would
+    read each write's pages once per group, a small read per frame."""
+    refs = [ref for source in sources if not isinstance(source, pa.Table) for ref in source]
+    frames = iter(read_frames(wal, refs, schema))
+    return [
+        source if isinstance(source, pa.Table)
+        else pa.Table.from_batches([next(frames).batch for _ in source], schema=schema)
+        for source in sources
+    ]
 
 
 #: A file group's rows for a flush: the rows, or where they lie in the WAL.
@@ -88,18 +98,21 @@ def _change(meta: TableMeta, group: FlushGroup, rows: pa.Table) -> FileGroupChan
         rows = rows.drop_columns([DELETE_FLAG])
     if meta.keyless:  # record keys are generated as the files are written
         return FileGroupChange(group.partition, group.file_id, upserts=rows)
-    located = locate(meta, rows)
+    key_fields = meta.config.record_key_fields
     if not pc.any(flags).as_py():
+        # one version per key, found on the integer key where there is one (a round holds
+        # many versions of each key: their record-key strings are made for the winners only)
+        integer_keys = rows.column(meta.integer_key).to_numpy() if meta.integer_key else None
+        keys = pa.array(integer_keys) if integer_keys is not None else KeyColumns.of(rows, key_fields).record_keys()
         order = keep_latest(
-            rows, located.keys, located.integer_keys, meta.merge_spec.ordering_column,
-            np.arange(rows.num_rows), unique=all_unique(located.keys, located.integer_keys),
-            sort=group.new,
+            rows, keys, integer_keys, meta.merge_spec.ordering_column,
+            np.arange(rows.num_rows), unique=all_unique(keys, integer_keys), sort=group.new,
         )
-        chosen = pa.array(order)
-        return FileGroupChange(group.partition, group.file_id, upserts=rows.take(chosen),
-                               record_keys=located.keys.take(chosen))
+        upserts = rows.take(pa.array(order))
+        return FileGroupChange(group.partition, group.file_id, upserts=upserts,
+                               record_keys=KeyColumns.of(upserts, key_fields).record_keys())
     spec = MergeSpec(RECORD_KEY, meta.merge_spec.ordering_column)
-    keyed = rows.append_column(RECORD_KEY, located.keys)
+    keyed = rows.append_column(RECORD_KEY, KeyColumns.of(rows, key_fields).record_keys())
     winners, deletes = fold_log([LogEntry(records=keyed, delete_mask=flags)], spec)
     if winners is not None and group.new and meta.integer_key is not None:
         winners = sort_by_key(winners, meta.integer_key)

@@ -86,7 +86,7 @@ class InlineFlusher:
     def run(self, meta: TableMeta, instant: str, groups: Sequence[FlushGroup], rows: Sequence[FlushRows],
             planned: Callable[[Planned], None]) -> tuple[Planned, list[dict[str, Any]]]:
         schema = flagged_schema(meta.physical)
-        tables = [read_rows(self._wal, r.refs, schema) if isinstance(r, WalRows) else r for r in rows]
+        tables = read_rows(self._wal, [r.refs if isinstance(r, WalRows) else r for r in rows], schema)
         job = FlushJob(meta, instant, groups, tables)
         plan = job.plan()
         planned(plan)
@@ -301,8 +301,7 @@ def _tables(refs: list[list[list[Any]] | None], sent: Iterator[pa.Table], wal: F
             schema: pa.Schema) -> list[pa.Table]:
     """Each file group's rows: read from the WAL where the request says they lie, else the
     next table sent."""
-    return [next(sent) if where is None else read_rows(wal, [FrameRef(*r) for r in where], schema)
-            for where in refs]
+    return read_rows(wal, [next(sent) if where is None else [FrameRef(*r) for r in where] for where in refs], schema)
 
 
 def main(argv: Sequence[str]) -> None:

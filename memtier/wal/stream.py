@@ -369,7 +369,8 @@ def _spans(refs: Sequence[FrameRef], indices: Sequence[int]) -> list[tuple[int, 
         ref = refs[i]
         if spans and ref.offset - spans[-1][1] <= _SPAN_GAP:
             start, end, members = spans[-1]
-            spans[-1] = (start, max(end, ref.offset + ref.length), [*members, i])
+            members.append(i)
+            spans[-1] = (start, max(end, ref.offset + ref.length), members)
         else:
             spans.append((ref.offset, ref.offset + ref.length, [i]))
     return spans
