@@ -154,6 +154,8 @@ class TableServerShell:
             lambda: table_server_metrics(self.server.status(), self.server.latencies()), host=config.host
         )
         self.server.metrics_url = self.metrics.url
+        if isinstance(self.server.flusher, ProcessFlusher):
+            self.server.flusher.start()  # its start-up runs now, not beside the first flush
         self._register()
         interval = config.heartbeat_interval.total_seconds()
         self._heartbeats = _Periodic("memtier-ts-heartbeat", interval, self._heartbeat)

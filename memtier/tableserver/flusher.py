@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from memtier.errors import CommitFailedError, MemtierError
+from memtier.gcpauses import freeze_startup
 from memtier.hudi.deletes import flagged_schema
 from memtier.hudi.tablemeta import TableMeta
 from memtier.io import FileIO, open_fileio, read_gently
@@ -164,9 +165,9 @@ class _Worker:
 
 
 class ProcessFlusher:
-    """Flushes in a worker process, started at the first flush and again after it dies or
-    misses the ``timeout`` (seconds) of a request; pinned to ``cpus`` if given; it reads
-    rows from the WAL on ``wal``. Flushes go one at a time; tables or WALs on
+    """Flushes in a worker process, started by :meth:`start` or at the first flush, and
+    again after it dies or misses the ``timeout`` (seconds) of a request; pinned to
+    ``cpus`` if given; it reads rows from the WAL on ``wal``. Flushes go one at a time; tables or WALs on
     ``memory://`` (which lives in this process only) flush inline."""
 
     def __init__(self, timeout: float, wal: FileIO, *, cpus: frozenset[int] | None = None) -> None:
@@ -177,9 +178,15 @@ class ProcessFlusher:
         self._worker: _Worker | None = None
         self._inline = InlineFlusher(wal)
 
+    def start(self) -> None:
+        """Start the worker now, not at the first flush (its start-up, ~0.6 s of imports,
+        then runs before writes stream in, not beside the first flush)."""
+        with self._lock:
+            self._running()
+
     @property
     def pid(self) -> int | None:
-        """The worker's process id (None before the first flush)."""
+        """The worker's process id (None before it starts)."""
         worker = self._worker
         return worker.process.pid if worker is not None and worker.alive() else None
 
@@ -309,6 +316,7 @@ def main(argv: Sequence[str]) -> None:
     request_fd, reply_fd, parent = (int(a) for a in argv)
     logging.basicConfig(level=logging.WARNING, format="flush worker %(process)d: %(message)s")
     return_freed_memory()  # a flush's buffers go back to the system once it ends
+    freeze_startup()  # pandas, which pyarrow imports on first use, loaded now, not in the first flush
     read_gently()  # what it reads (WAL frames, base files to cluster) never holds up WAL syncs
     threading.Thread(target=_watch_parent, args=(parent,), name="memtier-flush-parent", daemon=True).start()
     serve(Connection(request_fd, writable=False), Connection(reply_fd, readable=False))
