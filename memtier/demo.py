@@ -1,9 +1,10 @@
 """``memtier demo``: the write tier end to end on this machine, in one command.
 
-Starts an embedded cluster, streams upserts into a new table while a second client reads
-the last acknowledged key back (how soon an acknowledged row is readable), flushes, stops
-the cluster, and reads the Hudi table with hudi-rs, a reader with no memtier code, to show
-that it holds the same rows memtier served.
+Starts an embedded cluster, streams upserts into a new table, first as fast as one writer
+gets acknowledgements, then at half that rate, while a second client reads acknowledged
+keys back (how soon an acknowledged row is readable, on a saturated machine and on one
+with headroom), flushes, stops the cluster, and reads the Hudi table with hudi-rs, a
+reader with no memtier code, to show that it holds the same rows memtier served.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import pyarrow as pa
 from memtier.cli_format import Console, human_seconds, render_table
 from memtier.client import Client
 from memtier.errors import MemtierError
+from memtier.placement import available
 
-__all__ = ["SCHEMA", "DemoOptions", "Upserts", "run_demo"]
+__all__ = ["SCHEMA", "DemoOptions", "Upserts", "run_demo", "table_servers_for"]
 
 SCHEMA = pa.schema([
     ("id", pa.int64()),
@@ -32,7 +34,6 @@ SCHEMA = pa.schema([
     ("city", pa.string()),
 ])
 CITIES = np.array(["amsterdam", "berlin", "lisbon", "oslo", "paris"])
-TABLE_SERVERS = 2
 BUCKETS = 4
 #: The key space is this many batches wide, so most rows of a run update an earlier key.
 KEY_SPACE_IN_BATCHES = 100
@@ -101,9 +102,11 @@ class AckBoard:
             self._last = Ack(number, key, ts, time.perf_counter())
             self._cond.notify_all()
 
-    def newer_than(self, number: int, timeout: float) -> Ack | None:
-        """The newest ack after ack ``number``, waiting up to ``timeout`` seconds for one."""
+    def next_ack(self, timeout: float) -> Ack | None:
+        """The first ack posted after this call (the newest, if several came before the
+        caller woke), waiting up to ``timeout`` seconds for one."""
         with self._cond:
+            number = self._last.number if self._last else 0
             self._cond.wait_for(lambda: self._last is not None and self._last.number > number, timeout)
             return self._last if self._last is not None and self._last.number > number else None
 
@@ -158,25 +161,30 @@ class _Worker(threading.Thread):
 
 
 def _write_loop(client: Client, table: str, upserts: Upserts, board: AckBoard, stats: StreamStats,
-                until: float, stop: threading.Event) -> None:
-    while True:  # at least one batch, however short the run
+                until: float, rate: float | None, stop: threading.Event) -> None:
+    """Write batches until ``until`` (at least one); with ``rate`` (rows/s), batch ``n`` goes
+    out no sooner than ``n`` batches' worth of that rate after the start."""
+    started = time.monotonic()
+    for sent in itertools.count(1):
         batch = upserts.next()
         result = client.write(table, batch)
         stats.acked(result.rows, result.seconds)
         board.post(batch["id"][-1].as_py(), batch["ts"][-1].as_py())
         if stop.is_set() or time.monotonic() >= until:
             return
+        if rate is not None:
+            stop.wait(max(0.0, started + sent * upserts.rows_per_batch / rate - time.monotonic()))
 
 
 def _read_loop(client: Client, table: str, board: AckBoard, stats: StreamStats, stop: threading.Event) -> None:
-    """Read the last acknowledged key back (``lookup``: a latest-mode read of the key's file
-    group) until its acknowledged version shows; time it from the ack."""
-    number = 0
+    """Read acknowledged rows back (``lookup``: a latest-mode read of the key's file
+    group) until their acknowledged version shows; time it from the ack. The reader takes
+    the first ack that comes once it is ready, so a lookup starts as its row is acknowledged
+    (an ack that came while the reader was busy would have aged before its lookup began)."""
     while not stop.is_set():
-        ack = board.newer_than(number, timeout=0.2)
+        ack = board.next_ack(timeout=0.2)
         if ack is None:
             continue
-        number = ack.number
         for reads in itertools.count(1):
             got = client.lookup(table, [ack.key], columns=["id", "ts"])
             now = time.perf_counter()
@@ -194,14 +202,22 @@ def _free_name(existing: list[str], base: str = "demo") -> str:
     return next(n for n in (base, *(f"{base}_{i}" for i in range(2, 1000))) if n not in taken)
 
 
+def table_servers_for(cpus: int) -> int:
+    """One table server per two cores (one for the server, one for its flush worker and
+    the table services), at least one, at most two: on two cores a second server would
+    share the first one's core and halve what each can take."""
+    return max(1, min(2, cpus // 2))
+
+
 def run_demo(options: DemoOptions, console: Console) -> int:
     """Run every step; 0 when hudi-rs reads exactly the rows memtier served, else 1."""
     from memtier.cluster import start_local
 
     kind = "a new temporary directory" if options.temporary else "from --path"
     console.step(f"data directory: {options.path} ({kind}; kept afterwards)")
-    with console.task(f"starting Ray, a master and {TABLE_SERVERS} table servers (5-15 s)"):
-        cluster = start_local(options.path, table_servers=TABLE_SERVERS)
+    servers = table_servers_for(len(available()))
+    with console.task(f"starting Ray, a master and {servers} table server{'s' if servers > 1 else ''} (5-15 s)"):
+        cluster = start_local(options.path, table_servers=servers)
     console.note(f"master at {cluster.address}")
     try:
         path, served = _stream_and_flush(cluster.client(), cluster.client(), options, console)
@@ -223,15 +239,32 @@ def _stream_and_flush(writer: Client, reader: Client, options: DemoOptions,
     upserts = Upserts(options.rows_per_batch)
     with console.task("first write (opens the table's WAL stream)"):
         writer.write(table, upserts.next())
+    console.step(f"streaming upserts at full speed for {options.seconds:g} s ({options.rows_per_batch:,} rows "
+                 "a batch, one writer) while a second client looks acknowledged keys up")
+    peak = _stream(writer, reader, table, upserts, options.seconds, None, console)
+    half = peak.rows / options.seconds / 2
+    console.step(f"streaming at half that rate ({half:,.0f} rows/s) for {options.seconds:g} s: "
+                 "the first flush runs meanwhile")
+    _stream(writer, reader, table, upserts, options.seconds, half, console)
+    console.note(f"{upserts.distinct_keys:,} distinct keys written in all")
+    with console.task("flushing the rest into the Hudi table"):
+        writer.flush(table)
+    served = writer.read(table, "latest")
+    console.step(f"memtier read(latest) after the flush: {served.num_rows:,} rows")
+    return created["path"], served
+
+
+def _stream(writer: Client, reader: Client, table: str, upserts: Upserts, seconds: float,
+            rate: float | None, console: Console) -> StreamStats:
+    """Write for ``seconds`` (at ``rate`` rows/s, or as fast as acks come back) while the
+    reader looks acknowledged keys up; show it live and summarize it."""
     stats = StreamStats()
     board = AckBoard()
     stop = threading.Event()
-    console.step(f"streaming upserts for {options.seconds:g} s ({options.rows_per_batch:,} rows a batch) "
-                 "while a second client looks each newest acknowledged key up")
     started = time.monotonic()
     workers = [
         _Worker("demo-writer", lambda: _write_loop(writer, table, upserts, board, stats,
-                                                    started + options.seconds, stop)),
+                                                    started + seconds, rate, stop)),
         _Worker("demo-reader", lambda: _read_loop(reader, table, board, stats, stop)),
     ]
     for w in workers:
@@ -248,23 +281,15 @@ def _stream_and_flush(writer: Client, reader: Client, options: DemoOptions,
     for w in workers:
         if w.error is not None:
             raise w.error
-    _summarize(stats, upserts, console)
-    with console.task("flushing the rest into the Hudi table"):
-        writer.flush(table)
-    served = writer.read(table, "latest")
-    console.step(f"memtier read(latest) after the flush: {served.num_rows:,} rows")
-    return created["path"], served
-
-
-def _summarize(stats: StreamStats, upserts: Upserts, console: Console) -> None:
     ack_p50, ack_p99 = np.percentile(stats.ack_seconds, [50, 99])
     console.note(f"{stats.acks:,} acknowledged writes of {stats.rows:,} rows (ack p50 {human_seconds(ack_p50)}, "
-                 f"p99 {human_seconds(ack_p99)}); {upserts.distinct_keys:,} distinct keys written in all")
+                 f"p99 {human_seconds(ack_p99)})")
     if stats.freshness:
         p50, p99 = np.percentile(stats.freshness, [50, 99])
-        console.note(f"the second client had each newest acknowledged row {human_seconds(p50)} after "
-                     f"its ack (p50; p99 {human_seconds(p99)}; {len(stats.freshness):,} probes); "
+        console.note(f"the second client had an acknowledged row {human_seconds(p50)} after its ack (p50; "
+                     f"p99 {human_seconds(p99)}; {len(stats.freshness):,} probes); "
                      f"{stats.first_read / len(stats.freshness):.0%} found it on the first lookup")
+    return stats
 
 
 def _show_timeline(path: str, console: Console) -> None:
