@@ -214,10 +214,10 @@ class Block:
         read = read_frames(self._fileio, refs, self.header.schema)
         return [_frame(f, ref) for f, ref in zip(read, refs, strict=True)]
 
-    def wal_frames(self, keep: Callable[[int], bool]) -> list[tuple[int, FrameRef]] | None:
-        """The row count and place in the WAL stream of each durable frame whose
-        transaction ``keep`` takes, in order, without reading a frame back; None for a
-        block of an older version (its own block file holds its frames)."""
+    def wal_frames(self, keep: Callable[[int], bool]) -> tuple[list[FrameRef], int] | None:
+        """Where each durable frame whose transaction ``keep`` takes lies in the WAL stream,
+        in order, and their row count, without reading a frame back; None for a block of
+        an older version (its own block file holds its frames)."""
         if self.path is not None:
             return None
         with self._lock:
@@ -225,10 +225,12 @@ class Block:
             evicted = self._evicted
         if frames is None:
             assert evicted is not None, "a dropped block has no frames"
-            return [(rows, ref) for txn, rows, ref in evicted if keep(txn)]
-        durable = [f for f in frames if f.ack is None or f.ack.durable()]
-        assert all(f.ref is not None for f in durable)
-        return [(f.batch.num_rows, f.ref) for f in durable if keep(f.txn_id)]  # type: ignore[misc]
+            kept = [(rows, ref) for txn, rows, ref in evicted if keep(txn)]
+            return [ref for _, ref in kept], sum(rows for rows, _ in kept)
+        taken = [f for f in frames if (f.ack is None or f.ack.durable()) and keep(f.txn_id)]
+        refs = [f.ref for f in taken if f.ref is not None]
+        assert len(refs) == len(taken), "a durable frame of the stream knows where it lies"
+        return refs, sum(f.batch.num_rows for f in taken)
 
     def key_frames(self, pinned: Mapping[str, list[Any]]) -> list[tuple[Frame, np.ndarray]] | None:
         """The durable frames holding a pinned value in every pinned column, each with

@@ -29,11 +29,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+import numpy as np
 import pyarrow as pa
 
 from memtier.errors import CommitFailedError, MemtierError
@@ -243,9 +244,24 @@ def _widen(fd: int) -> None:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
 
 
-def _refs(rows: FlushRows) -> list[list[Any]] | None:
-    """Where ``rows`` lie in the WAL, as the worker's request carries it (None: sent as IPC)."""
-    return [[r.path, r.seed, r.offset, r.length] for r in rows.refs] if isinstance(rows, WalRows) else None
+def _refs(rows: FlushRows) -> dict[str, Any] | None:
+    """Where ``rows`` lie in the WAL, as the worker's request carries it (None: sent as
+    IPC): the segments, and each frame's segment, offset and length as int64 bytes (a
+    round of small writes holds tens of thousands of frames: a JSON list each cost the
+    table server ~2 us a frame under its interpreter lock)."""
+    if not isinstance(rows, WalRows):
+        return None
+    segments: dict[tuple[str, int], int] = {}
+    at = [segments.setdefault((r.path, r.seed), len(segments)) for r in rows.refs]
+    placed = np.array([at, [r.offset for r in rows.refs], [r.length for r in rows.refs]], dtype=np.int64)
+    return {"segments": [[path, seed] for path, seed in segments], "frames": placed.tobytes()}
+
+
+def _frame_refs(where: Mapping[str, Any]) -> list[FrameRef]:
+    """The frames a request's :func:`_refs` names."""
+    segments = [(str(path), int(seed)) for path, seed in where["segments"]]
+    at, offsets, lengths = np.frombuffer(where["frames"], dtype=np.int64).reshape(3, -1).tolist()
+    return [FrameRef(*segments[s], offset, length) for s, offset, length in zip(at, offsets, lengths, strict=True)]
 
 
 def _ipc(table: pa.Table) -> pa.Buffer:
@@ -304,11 +320,11 @@ def serve(requests: Connection, replies: Connection) -> None:
         replies.send_bytes(reply)
 
 
-def _tables(refs: list[list[list[Any]] | None], sent: Iterator[pa.Table], wal: FileIO,
+def _tables(refs: list[dict[str, Any] | None], sent: Iterator[pa.Table], wal: FileIO,
             schema: pa.Schema) -> list[pa.Table]:
     """Each file group's rows: read from the WAL where the request says they lie, else the
     next table sent."""
-    return read_rows(wal, [next(sent) if where is None else [FrameRef(*r) for r in where] for where in refs], schema)
+    return read_rows(wal, [next(sent) if where is None else _frame_refs(where) for where in refs], schema)
 
 
 def main(argv: Sequence[str]) -> None:

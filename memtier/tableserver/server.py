@@ -769,10 +769,9 @@ class TableServer:
         the rows themselves (read back from their block files if evicted)."""
         new = (group.key.partition, bucket_or_none(group.key.file_id)) not in t.file_ids
         flush_group = FlushGroup(group.key.partition, group.key.file_id, new)
-        placed = [b.wal_frames(snapshot.committed) for b in blocks]
-        if all(p is not None for p in placed):
-            frames = [f for p in placed for f in p]  # type: ignore[union-attr]
-            return flush_group, WalRows(tuple(ref for _, ref in frames), sum(n for n, _ in frames))
+        placed = [p for b in blocks if (p := b.wal_frames(snapshot.committed)) is not None]
+        if len(placed) == len(blocks):
+            return flush_group, WalRows(tuple(ref for refs, _ in placed for ref in refs), sum(n for _, n in placed))
         batches = [f.batch for b in blocks for f in b.frames() if snapshot.committed(f.txn_id)]
         return flush_group, pa.Table.from_batches(batches, schema=group.schema)
 

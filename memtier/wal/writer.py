@@ -205,7 +205,8 @@ class PendingAppend:
 
     def durable(self) -> bool:
         """Whether the frames were made durable, waiting for :meth:`wait` to finish."""
-        self._done.wait()
+        if not self._done.is_set():  # (a flush asks this of every frame: no lock once done)
+            self._done.wait()
         return self._error is None
 
 
