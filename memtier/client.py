@@ -40,7 +40,7 @@ from memtier.hudi.avro import META_FIELDS
 from memtier.hudi.cache import SliceCache
 from memtier.hudi.deletes import DELETE_FLAG, prepare_write
 from memtier.hudi.filters import Filter, key_buckets, key_filters, validate
-from memtier.hudi.keys import KeyColumns, bucket_ids
+from memtier.hudi.keys import KeyColumns, bucket_ids, whole
 from memtier.hudi.merge import LogEntry
 from memtier.hudi.reader import read_columns, read_instants, read_table
 from memtier.hudi.routing import file_group_order, producer_bucket
@@ -799,9 +799,9 @@ def _entries_by_file_group(
     computed when the merge needs them), deleted rows flagged."""
     entries: dict[tuple[str, str], list[LogEntry]] = {}
     for table in memory:
-        partitions = table.column(PARTITION_COLUMN).combine_chunks()
-        file_ids = table.column(FILE_ID_COLUMN).combine_chunks()
-        flags = table.column(DELETE_FLAG).combine_chunks()
+        partitions = whole(table.column(PARTITION_COLUMN))
+        file_ids = whole(table.column(FILE_ID_COLUMN))
+        flags = whole(table.column(DELETE_FLAG))
         data = table.drop_columns([PARTITION_COLUMN, FILE_ID_COLUMN])
         if DELETE_FLAG not in needed:
             data = data.drop_columns([DELETE_FLAG])
@@ -813,14 +813,14 @@ def _entries_by_file_group(
         for start, end in zip(starts, np.r_[starts[1:], len(order)], strict=True):
             code = int(sorted_codes[start])
             key = (partitions.dictionary[code // width].as_py(), file_ids.dictionary[code % width].as_py())
-            whole = end - start == len(order)  # one file group (a lookup's usual answer): no copy
+            every_row = end - start == len(order)  # one file group (a lookup's usual answer): no copy
             taken = pa.array(order[start:end])
-            rows = data if whole else data.take(taken)
+            rows = data if every_row else data.take(taken)
             records = conform_columns(rows, meta.file_schema, needed)
             if RECORD_KEY in needed and meta.config.record_key_fields:
                 keys_array = KeyColumns.of(rows, meta.config.record_key_fields).record_keys()
                 records = records.set_column(records.column_names.index(RECORD_KEY), RECORD_KEY, keys_array)
-            deleting = flags if whole else flags.take(taken)
+            deleting = flags if every_row else flags.take(taken)
             mask = deleting if pc.any(deleting).as_py() else None
             entries.setdefault(key, []).append(LogEntry(records=records, delete_mask=mask))
     return entries

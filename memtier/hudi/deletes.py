@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.types as pat
 
 from memtier.errors import InvalidArgumentError, InvalidRowError, SchemaMismatchError
+from memtier.hudi.keys import whole
 from memtier.hudi.schema import check_ordering_not_null, conform, to_table
 
 __all__ = ["DELETE_FLAG", "flagged_schema", "prepare_write", "with_delete_flags"]
@@ -41,7 +42,7 @@ def _flags(table: pa.Table) -> pa.Array | None:
         raise SchemaMismatchError(
             f"column {DELETE_FLAG!r} has type {column.type}; it must be boolean (true deletes the row's key)"
         )
-    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    column = whole(column) if isinstance(column, pa.ChunkedArray) else column
     return pc.fill_null(column, False) if column.null_count else column
 
 
