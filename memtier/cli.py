@@ -105,7 +105,8 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="stream upserts, watch freshness, read the Hudi table with hudi-rs")
     demo.add_argument("--path", help="where the demo's data goes (default: a new temporary directory)")
-    demo.add_argument("--seconds", type=_positive(float), default=5.0, help="how long to stream (default: %(default)s)")
+    demo.add_argument("--seconds", type=_positive(float), default=5.0,
+                      help="how long each phase streams, at full speed then at half that rate (default: %(default)s)")
     demo.add_argument("--rows-per-batch", type=_positive(int), default=1000, metavar="N",
                       help="rows per write (default: %(default)s)")
     demo.set_defaults(run=_demo)
