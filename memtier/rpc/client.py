@@ -14,7 +14,7 @@ import pyarrow.flight as fl
 
 from memtier.errors import AuthenticationError, InvalidArgumentError, MemtierError, RpcError
 from memtier.rpc import codec
-from memtier.rpc.streams import MAX_AGE_SECONDS, IdleStreams, PutStream
+from memtier.rpc.streams import GET_BATCH, MAX_AGE_SECONDS, STREAMED_GET, IdleStreams, PutStream
 
 __all__ = ["RpcClient"]
 
@@ -87,22 +87,22 @@ class RpcClient:
                 f"put sends a pa.Table or pa.RecordBatch, got {type(data).__name__}"
             )
         batch = data if isinstance(data, pa.RecordBatch) else _one_batch(data)
-        body = codec.dumps(request)
-        try:
-            with self._put_stream(batch.schema) as stream:
-                ack = stream.put(body, batch)
-                if ack is None:
-                    stream.close()  # raises the error the server ended the stream with
-                    raise RpcError(f"put to {self._location} ended without an acknowledgement")
-        except pa.ArrowException as e:
-            raise self._error("put", e) from e
+        ack = self._on_stream("put", codec.dumps(request), batch)
         reply = self._response("put", ack)
         if "ack" not in reply:  # the service raised: the stream itself is fine
             raise codec.error_from_wire(ack)
         return reply["ack"]
 
-    def get(self, request: dict[str, Any]) -> pa.Table:
-        """Read the result of ``request`` from the server."""
+    def get(self, request: dict[str, Any], *, small: bool = False) -> pa.Table:
+        """Read the result of ``request`` from the server. A ``small`` one (a lookup's few
+        rows) rides a put stream kept open between calls, as puts do: one message each
+        way instead of a new Flight call (loopback round trip ~0.07 ms against ~0.3 ms);
+        the whole answer then crosses as one message."""
+        if small:
+            answer = self._on_stream("get", codec.dumps({STREAMED_GET: request}), GET_BATCH)
+            if answer[:1] == b"{":  # JSON: the service raised (a result is an IPC stream)
+                raise codec.error_from_wire(answer)
+            return pa.ipc.open_stream(pa.py_buffer(answer)).read_all()
         ticket = fl.Ticket(codec.dumps(request))
         try:
             with self._connection() as flight:
@@ -168,6 +168,18 @@ class RpcClient:
             with self._lock:
                 self._busy[slot] -= 1
         self._streams.give_back(stream)
+
+    def _on_stream(self, what: str, body: bytes, batch: pa.RecordBatch) -> bytes:
+        """Send ``batch`` with the request ``body`` on a put stream of its schema; the answer."""
+        try:
+            with self._put_stream(batch.schema) as stream:
+                answer = stream.put(body, batch)
+                if answer is None:
+                    stream.close()  # raises the error the server ended the stream with
+                    raise RpcError(f"{what} to {self._location} ended without an answer")
+        except pa.ArrowException as e:
+            raise self._error(what, e) from e
+        return answer
 
     def _least_busy(self) -> tuple[int, fl.FlightClient]:
         """The least busy connection (the first of equals), opened if it is not yet; the

@@ -7,7 +7,9 @@ Three call kinds map onto Flight RPCs:
   is one message, a record batch with the JSON request as its app metadata, answered by one
   JSON app-metadata message: ``{"ack": ...}``, or the error the service raised (the stream
   stays open);
-* ``get``: DoGet; the ticket holds the JSON request, the stream is the result.
+* ``get``: DoGet; the ticket holds the JSON request, the stream is the result. A small
+  get rides a put stream instead: its message holds an empty batch and ``{"__get__":
+  request}``, answered by the result as one Arrow IPC stream (or the JSON error).
 
 A :class:`~memtier.errors.MemtierError` raised by the service reaches the client as the
 same class with the same message; any other exception is logged here with its traceback
@@ -33,6 +35,7 @@ import pyarrow.flight as fl
 
 from memtier.errors import InvalidArgumentError, MemtierError, RpcError
 from memtier.rpc import codec
+from memtier.rpc.streams import STREAMED_GET
 
 __all__ = ["RpcServer", "Service"]
 
@@ -154,6 +157,11 @@ class _FlightService(fl.FlightServerBase):
         if chunk.data is None or chunk.app_metadata is None:
             raise InvalidArgumentError("a put stream message must hold a batch and its request")
         request = codec.loads(chunk.app_metadata.to_pybytes())
+        if set(request) == {STREAMED_GET}:
+            try:
+                return _ipc(self._service.handle_get(request[STREAMED_GET]))
+            except Exception as e:
+                return codec.error_to_wire(_memtier_error("handle_get", e))
         try:
             ack = self._service.handle_put(request, pa.Table.from_batches([chunk.data]))
             return _encode_response("handle_put", {"ack": ack})
@@ -210,6 +218,25 @@ def _stream(
         return fl.RecordBatchStream(result)
     if isinstance(result, pa.RecordBatchReader):
         return fl.GeneratorStream(result.schema, _reported(result))
+    first, batches = _first_batch(result)
+    return fl.GeneratorStream(first.schema, _reported(itertools.chain([first], batches)))
+
+
+def _ipc(result: pa.Table | pa.RecordBatchReader | Iterable[pa.RecordBatch]) -> bytes:
+    """A read's result as one Arrow IPC stream (a streamed get's answer)."""
+    if isinstance(result, pa.RecordBatchReader):
+        result = result.read_all()
+    elif not isinstance(result, pa.Table):
+        first, batches = _first_batch(result)
+        result = pa.Table.from_batches([first, *batches])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, result.schema) as writer:
+        writer.write_table(result)
+    return sink.getvalue().to_pybytes()
+
+
+def _first_batch(result: Iterable[pa.RecordBatch]) -> tuple[pa.RecordBatch, Iterator[pa.RecordBatch]]:
+    """The first batch of a bare iterable (its schema is the result's) and the rest."""
     batches = iter(result)
     first = next(batches, None)
     if first is None:
@@ -217,7 +244,7 @@ def _stream(
             "handle_get returned an empty iterable, which has no schema: return an "
             "empty pa.Table or a pa.RecordBatchReader to answer with no rows"
         )
-    return fl.GeneratorStream(first.schema, _reported(itertools.chain([first], batches)))
+    return first, batches
 
 
 def _reported(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -23,8 +23,13 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.flight as fl
 
-__all__ = ["IDLE_SECONDS", "MAX_AGE_SECONDS", "IdleStreams", "PutStream"]
+__all__ = ["GET_BATCH", "IDLE_SECONDS", "MAX_AGE_SECONDS", "STREAMED_GET", "IdleStreams", "PutStream"]
 
+#: A put request holding only this key is a read riding a put stream (see
+#: :meth:`~memtier.rpc.RpcClient.get`): its batch is :data:`GET_BATCH`, and the answer is
+#: the result as an Arrow IPC stream (an error as the usual JSON).
+STREAMED_GET = "__get__"
+GET_BATCH = pa.RecordBatch.from_pydict({}, schema=pa.schema([]))
 #: An idle stream is closed after this long (a server being stopped waits for it).
 IDLE_SECONDS = 0.2
 #: A stream takes puts for this long after it opened, then is closed when next idle.

@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from memtier.hudi.filters import Filter
+from memtier.hudi.filters import Filter, pinned_values
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
 from memtier.rpc.roles import ActionService, Proxy, no_result
 from memtier.tableserver.server import TableServer, WriteAck
@@ -68,7 +68,7 @@ class TableServerProxy(Proxy):
             "committed_only": committed_only,
             "columns": columns, "buckets": sorted(buckets) if buckets is not None else None,
             "key_filters": list(key_filters),
-        })
+        }, small=bool(pinned_values(key_filters)))  # a lookup answers with its keys' few rows
 
     def acquire(self, table: str, buckets: Sequence[int]) -> None:
         self._rpc.call("acquire", {"table": table, "buckets": list(buckets)})

@@ -117,7 +117,7 @@ def do(client: RpcClient, kind: str, request: dict[str, Any]) -> Any:
         return client.call("echo", request)
     if kind == "put":
         return client.put(request, rows(3))
-    return client.get({"shape": "table", "rows": 3, **request})
+    return client.get({"shape": "table", "rows": 3, **request}, small=kind == "small get")
 
 
 # --- round trips ------------------------------------------------------------------------
@@ -141,22 +141,36 @@ def test_put_delivers_data_and_returns_ack(
     assert received.equals(data)
 
 
+@pytest.mark.parametrize("small", [False, True])
 @pytest.mark.parametrize("shape", ["table", "reader", "batches"])
-def test_get_returns_every_row(client: RpcClient, shape: str) -> None:
-    result = client.get({"shape": shape, "rows": 10})
+def test_get_returns_every_row(client: RpcClient, shape: str, small: bool) -> None:
+    result = client.get({"shape": shape, "rows": 10}, small=small)
     assert result.equals(rows(10)) or result.combine_chunks().equals(rows(10))
 
 
+@pytest.mark.parametrize("small", [False, True])
 @pytest.mark.parametrize("shape", ["table", "reader"])
-def test_empty_get_keeps_the_schema(client: RpcClient, shape: str) -> None:
-    result = client.get({"shape": shape, "rows": 0})
+def test_empty_get_keeps_the_schema(client: RpcClient, shape: str, small: bool) -> None:
+    result = client.get({"shape": shape, "rows": 0}, small=small)
     assert result.num_rows == 0
     assert result.schema == SCHEMA
 
 
-def test_empty_iterable_get_is_refused_with_the_fix(client: RpcClient) -> None:
+@pytest.mark.parametrize("small", [False, True])
+def test_empty_iterable_get_is_refused_with_the_fix(client: RpcClient, small: bool) -> None:
     with pytest.raises(RpcError, match="empty iterable, which has no schema"):
-        client.get({"shape": "batches", "rows": 0})
+        client.get({"shape": "batches", "rows": 0}, small=small)
+
+
+def test_small_gets_ride_one_put_stream_shared_with_nothing_else(client: RpcClient, service: Recorder) -> None:
+    for n in range(1, 4):
+        assert client.get({"shape": "table", "rows": n}, small=True).equals(rows(n))
+    with pytest.raises(SchemaMismatchError):
+        client.get({"shape": "table", "rows": 1, "raise": "schema"}, small=True)
+    assert client.get({"shape": "reader", "rows": 5}, small=True).num_rows == 5  # the stream survived
+    assert service.puts == []  # never taken for a write
+    client.put({"seq": 1}, rows(1))
+    assert len(service.puts) == 1
 
 
 def test_put_of_a_2mb_batch(client: RpcClient, service: Recorder) -> None:
@@ -166,8 +180,9 @@ def test_put_of_a_2mb_batch(client: RpcClient, service: Recorder) -> None:
     assert service.puts[0][1].equals(data)
 
 
-def test_get_of_a_2mb_result(client: RpcClient) -> None:
-    result = client.get({"shape": "table", "rows": 100_000})
+@pytest.mark.parametrize("small", [False, True])
+def test_get_of_a_2mb_result(client: RpcClient, small: bool) -> None:
+    result = client.get({"shape": "table", "rows": 100_000}, small=small)
     assert result.nbytes >= 2 << 20
     assert result.equals(rows(100_000))
 
@@ -237,7 +252,7 @@ def test_idle_streams_do_not_keep_a_server_from_stopping(service: Recorder) -> N
 # --- errors -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["call", "put", "get"])
+@pytest.mark.parametrize("kind", ["call", "put", "get", "small get"])
 def test_memtier_errors_cross_as_the_same_class(client: RpcClient, kind: str) -> None:
     with pytest.raises(SchemaMismatchError) as caught:
         do(client, kind, {"raise": "schema"})
@@ -259,12 +274,13 @@ def test_error_attributes_and_special_str_survive(client: RpcClient) -> None:
     assert str(unknown.value) == "no column 'nmae' (did you mean 'name'?)"
 
 
-def test_error_raised_midstream_of_a_get(client: RpcClient) -> None:
+@pytest.mark.parametrize("small", [False, True])
+def test_error_raised_midstream_of_a_get(client: RpcClient, small: bool) -> None:
     with pytest.raises(SchemaMismatchError, match="column 'name'"):
-        client.get({"shape": "fail_midstream", "raise": "schema"})
+        client.get({"shape": "fail_midstream", "raise": "schema"}, small=small)
 
 
-@pytest.mark.parametrize("kind", ["call", "put", "get"])
+@pytest.mark.parametrize("kind", ["call", "put", "get", "small get"])
 def test_other_exceptions_become_rpc_error_and_are_logged(
     client: RpcClient, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -313,7 +329,7 @@ def guarded(service: Recorder) -> Iterator[RpcServer]:
         yield server
 
 
-@pytest.mark.parametrize("kind", ["call", "put", "get"])
+@pytest.mark.parametrize("kind", ["call", "put", "get", "small get"])
 @pytest.mark.parametrize(
     ("token", "reason"),
     [(None, "no 'authorization' header"), ("wrong-token", "token does not match")],
@@ -327,7 +343,7 @@ def test_token_is_enforced(
     assert service.puts == []
 
 
-@pytest.mark.parametrize("kind", ["call", "put", "get"])
+@pytest.mark.parametrize("kind", ["call", "put", "get", "small get"])
 def test_right_token_works(guarded: RpcServer, kind: str) -> None:
     with RpcClient(guarded.location, token=TOKEN) as client:
         assert do(client, kind, {"seq": 1})
