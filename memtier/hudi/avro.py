@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -1391,7 +1392,12 @@ def decode_framed(
 # Finding length-prefixed records without reading them one by one
 # ---------------------------------------------------------------------------------------
 
-_RECORDS_PER_LANE = 256  # records each lane walks; fewer records walk in one Python loop
+#: Fewer records walk in one Python loop; more walk in about 3 x sqrt(count) lanes, each
+#: a step per record it walks (a lane step costs a few numpy calls over every lane, so few
+#: lanes take many steps and many lanes cost much a step; measured: 5,000 records 0.58 ms
+#: against 0.90 in lanes of 256 records, 20,000 0.97 against 1.88, 1M the same 53-58 ms).
+_PLAIN_WALK_BELOW = 1500
+_MAX_LANES = 8192
 _CHAIN = 4  # length fields a candidate record start must chain through to be believed
 _ROUNDS = 8  # rounds of re-walking wrongly started lanes before walking plainly
 
@@ -1407,9 +1413,9 @@ def _frame_starts(reader: _Source, count: int, where: str) -> np.ndarray:
     did not end on walks again from where that one ended; when that does not settle in a
     few rounds, the plain walk takes over.
     """
-    lanes = min(count // _RECORDS_PER_LANE, 8192)
-    if lanes < 64:
+    if count < _PLAIN_WALK_BELOW:
         return _walk(reader, count, where)
+    lanes = min(int(3 * math.sqrt(count)), _MAX_LANES)
     lengths = _Lengths(reader)
     starts = lengths.plausible_starts(lanes, count)
     most = 8 * count // len(starts) + 64  # steps a lane may take
