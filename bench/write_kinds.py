@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import shutil
 import statistics
 import sys
 import tempfile
@@ -99,6 +100,7 @@ def main() -> None:
                     runs.setdefault((kind, b), []).append(result)
     finally:
         cluster.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
     rows = []
     for (kind, b), results in runs.items():
         median = sorted(results, key=lambda r: r["rows_per_s"])[len(results) // 2]
