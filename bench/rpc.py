@@ -11,6 +11,9 @@ loopback. Measured:
   and 4 client threads sharing one client. The plain server reads the whole stream and
   answers with a 2-byte app-metadata ack (`{}`); memtier's decodes the JSON request, reads the
   stream into a Table, calls the service and sends a JSON ack.
+* ``lookup``: a read answered with one row (what a lookup asks a table server), one
+  thread: memtier's ``RpcClient.get`` as a DoGet and as a small get riding a kept-open put
+  stream (``small=True``, how lookups call), against a bare DoGet.
 
 RpcClient runs each call on the least busy of its 4 connections (the default); the plain
 client gives each client thread its own connection (the ideal), and ``plain-1conn`` shares
@@ -46,6 +49,8 @@ from memtier.rpc import RpcClient, RpcServer
 SERVERS = ("memtier", "plain")
 CONNECTIONS = 4  # RpcClient's default
 PUT_THREADS = (1, 4)
+#: A lookup's answer: one row.
+ANSWER = pa.table({"id": [7], "ts": [1_795_690_404_923_267]})
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ class NullService:
         return {"rows": data.num_rows}
 
     def handle_get(self, request: dict[str, Any]) -> pa.Table:
-        return pa.table({})
+        return ANSWER
 
 
 class PlainFlight(fl.FlightServerBase):
@@ -88,6 +93,9 @@ class PlainFlight(fl.FlightServerBase):
     ) -> None:
         reader.read_all()
         writer.write(pa.py_buffer(b"{}"))
+
+    def do_get(self, context: fl.ServerCallContext, ticket: fl.Ticket) -> fl.FlightDataStream:
+        return fl.RecordBatchStream(ANSWER)
 
 
 def serve(impl: str, conn: Connection) -> None:
@@ -121,6 +129,9 @@ class PlainClient:
         writer.done_writing()
         acks.read()
         writer.close()
+
+    def get(self, worker: int) -> None:
+        self._flight(worker).do_get(fl.Ticket(b"{}")).read_all()
 
     def _flight(self, worker: int) -> fl.FlightClient:
         return self._flights[worker % len(self._flights)]
@@ -214,6 +225,9 @@ def main() -> None:
                               "plain-1conn": lambda n: plain_1conn.put(n, data)}, put_work)
             for threads in PUT_THREADS
         ),
+        ("lookup", 1, {"memtier": lambda _: memtier.get({"table": "bench"}),
+                       "memtier-streamed": lambda _: memtier.get({"table": "bench"}, small=True),
+                       "plain": plain.get, "plain-1conn": plain_1conn.get}, (ANSWER.num_rows, ANSWER.nbytes)),
     ]
     cells: list[Cell] = []
     try:
