@@ -101,16 +101,22 @@ def _change(meta: TableMeta, group: FlushGroup, rows: pa.Table) -> FileGroupChan
     key_fields = meta.config.record_key_fields
     if not pc.any(flags).as_py():
         # one version per key, found on the integer key where there is one (a round holds
-        # many versions of each key: their record-key strings are made for the winners only)
+        # many versions of each key: their record-key strings are then made for the winners
+        # only; other keys are made once, for every version, and the winners' taken)
         integer_keys = rows.column(meta.integer_key).to_numpy() if meta.integer_key else None
-        keys = pa.array(integer_keys) if integer_keys is not None else KeyColumns.of(rows, key_fields).record_keys()
+        record_keys = None if integer_keys is not None else KeyColumns.of(rows, key_fields).record_keys()
+        keys = pa.array(integer_keys) if record_keys is None else record_keys
         order = keep_latest(
             rows, keys, integer_keys, meta.merge_spec.ordering_column,
             np.arange(rows.num_rows), unique=all_unique(keys, integer_keys), sort=group.new,
         )
-        upserts = rows.take(pa.array(order))
-        return FileGroupChange(group.partition, group.file_id, upserts=upserts,
-                               record_keys=KeyColumns.of(upserts, key_fields).record_keys())
+        chosen = pa.array(order)
+        upserts = rows.take(chosen)
+        if record_keys is None:
+            record_keys = KeyColumns.of(upserts, key_fields).record_keys()
+        else:
+            record_keys = record_keys.take(chosen)
+        return FileGroupChange(group.partition, group.file_id, upserts=upserts, record_keys=record_keys)
     spec = MergeSpec(RECORD_KEY, meta.merge_spec.ordering_column)
     keyed = rows.append_column(RECORD_KEY, KeyColumns.of(rows, key_fields).record_keys())
     winners, deletes = fold_log([LogEntry(records=keyed, delete_mask=flags)], spec)
