@@ -102,7 +102,7 @@ class RpcClient:
             answer = self._on_stream("get", codec.dumps({STREAMED_GET: request}), GET_BATCH)
             if answer[:1] == b"{":  # JSON: the service raised (a result is an IPC stream)
                 raise codec.error_from_wire(answer)
-            return pa.ipc.open_stream(pa.py_buffer(answer)).read_all()
+            return codec.table_from_ipc(answer)
         ticket = fl.Ticket(codec.dumps(request))
         try:
             with self._connection() as flight:

@@ -9,6 +9,9 @@ the exception's scalar attributes (e.g. :class:`~memtier.errors.CorruptFileError
 offset). Decoding recreates only :class:`~memtier.errors.MemtierError` subclasses defined in
 :mod:`memtier.errors`; any other name becomes :class:`~memtier.errors.RpcError`.
 
+A table sent in one message (a small get's answer, a flush worker's rows) is one Arrow IPC
+stream (:func:`table_to_ipc`).
+
 A shared token travels in every call's ``authorization: Bearer <token>`` header.
 """
 
@@ -20,10 +23,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import pyarrow as pa
+
 from memtier import errors
 from memtier.errors import InvalidArgumentError, MemtierError, RpcError
 
-__all__ = ["bearer", "dumps", "error_from_wire", "error_to_wire", "loads"]
+__all__ = ["bearer", "dumps", "error_from_wire", "error_to_wire", "loads", "table_from_ipc", "table_to_ipc"]
 
 _BYTES_TAG = "__bytes__"
 _SCALARS = (str, int, float, bool, type(None))
@@ -99,6 +104,19 @@ def error_from_wire(payload: bytes) -> MemtierError:
         if _settable(attr):
             setattr(exc, attr, value)
     return exc
+
+
+def table_to_ipc(table: pa.Table) -> pa.Buffer:
+    """``table`` as one Arrow IPC stream: how a table crosses in one message."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def table_from_ipc(data: bytes | pa.Buffer) -> pa.Table:
+    """The table :func:`table_to_ipc` encoded."""
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
 def bearer(token: str) -> bytes:

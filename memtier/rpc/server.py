@@ -229,10 +229,7 @@ def _ipc(result: pa.Table | pa.RecordBatchReader | Iterable[pa.RecordBatch]) -> 
     elif not isinstance(result, pa.Table):
         first, batches = _first_batch(result)
         result = pa.Table.from_batches([first, *batches])
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, result.schema) as writer:
-        writer.write_table(result)
-    return sink.getvalue().to_pybytes()
+    return codec.table_to_ipc(result).to_pybytes()
 
 
 def _first_batch(result: Iterable[pa.RecordBatch]) -> tuple[pa.RecordBatch, Iterator[pa.RecordBatch]]:

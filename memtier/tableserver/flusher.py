@@ -43,7 +43,7 @@ from memtier.hudi.deletes import flagged_schema
 from memtier.hudi.tablemeta import TableMeta
 from memtier.io import FileIO, open_fileio, read_gently
 from memtier.placement import pin
-from memtier.rpc.codec import dumps, error_from_wire, error_to_wire, loads
+from memtier.rpc.codec import dumps, error_from_wire, error_to_wire, loads, table_from_ipc, table_to_ipc
 from memtier.tableserver.flush import FlushGroup, FlushJob, FlushRows, Planned, WalRows, read_rows
 from memtier.tableserver.memory import return_freed_memory
 from memtier.wal import FrameRef
@@ -128,7 +128,7 @@ class _Worker:
         try:
             self.requests.send_bytes(dumps(header))
             for table in tables:
-                self.requests.send_bytes(memoryview(_ipc(table)))
+                self.requests.send_bytes(memoryview(table_to_ipc(table)))
             reply = self.replies.recv_bytes()
         except (EOFError, OSError) as e:
             self.broken = True
@@ -264,13 +264,6 @@ def _frame_refs(where: Mapping[str, Any]) -> list[FrameRef]:
     return [FrameRef(*segments[s], offset, length) for s, offset, length in zip(at, offsets, lengths, strict=True)]
 
 
-def _ipc(table: pa.Table) -> pa.Buffer:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
-
-
 # == the worker process =================================================================
 
 
@@ -294,7 +287,7 @@ def serve(requests: Connection, replies: Connection) -> None:
         try:
             if header["op"] == "plan":
                 groups = [FlushGroup(p, f, bool(n)) for p, f, n in header["groups"]]
-                sent = [pa.ipc.open_stream(pa.py_buffer(requests.recv_bytes())).read_all()
+                sent = [table_from_ipc(requests.recv_bytes())
                         for refs in header["refs"] if refs is None]
                 meta = metas.get(header["path"])
                 if meta is None or any(t.schema != flagged_schema(meta.physical) for t in sent):
