@@ -37,23 +37,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import BENCH_SCHEMA, bench_table, cpu_seconds, print_table, report
-from memtier.client import Client
 from memtier.config import FlushWorker, TableServerConfig
-from memtier.io import join
-from memtier.master.master import Master
-from memtier.tableserver.server import TableServer
+from tests.support.inprocess import InProcessCluster
 
 MODES = (FlushWorker.INLINE, FlushWorker.PROCESS)
 
 
 def run(root: Path, mode: FlushWorker, args: argparse.Namespace) -> dict[str, Any]:
     """One round: a fresh master, table server and table; the write and flush times."""
-    servers: dict[str, TableServer] = {}
-    master = Master(str(root), connect=lambda server_id, _location: servers[server_id])
-    config = TableServerConfig(flush_worker=mode)
-    servers["ts-0"] = TableServer("ts-0", master, join(str(root), "_memtier", "wal"), config=config)
-    master.register_server("ts-0", "inprocess://ts-0", config.memory_budget, config.max_batch_rows)
-    client = Client(master, lambda server_id, _location: servers[server_id])
+    cluster = InProcessCluster(str(root), config=TableServerConfig(flush_worker=mode))
+    server = cluster.add_server("ts-0")
+    client = cluster.client()
     client.create_table("t", BENCH_SCHEMA, record_key="key", ordering_field="ts", buckets=1)
     batches = [bench_table(args.rows, seed=i, keys=np.arange(i * args.rows, (i + 1) * args.rows))
                for i in range(int(args.rate * args.seconds))]
@@ -70,7 +64,7 @@ def run(root: Path, mode: FlushWorker, args: argparse.Namespace) -> dict[str, An
             flushes.append(time.perf_counter() - start)
 
     flusher = threading.Thread(target=flush)
-    worker = servers["ts-0"].flusher.pid
+    worker = server.flusher.pid
     worker_cpu = cpu_seconds(worker) if worker is not None else 0.0  # its start-up is not counted
     cpu = time.process_time()
     flusher.start()
@@ -90,8 +84,7 @@ def run(root: Path, mode: FlushWorker, args: argparse.Namespace) -> dict[str, An
     flusher.join()
     cpu = time.process_time() - cpu
     worker_cpu = cpu_seconds(worker) - worker_cpu if worker is not None else 0.0
-    for server in servers.values():
-        server.close()
+    cluster.close()
     ms = np.asarray(acks) * 1000
     return {"mode": mode.value, "writes": len(acks), "ack_p50_ms": round(float(np.percentile(ms, 50)), 2),
             "ack_p99_ms": round(float(np.percentile(ms, 99)), 2), "ack_max_ms": round(float(ms.max()), 2),

@@ -36,11 +36,8 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import cpu_seconds, report
-from memtier.client import Client
 from memtier.config import FlushWorker, TableServerConfig
-from memtier.io import join
-from memtier.master.master import Master
-from memtier.tableserver.server import TableServer
+from tests.support.inprocess import InProcessCluster
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("name", pa.string()), ("value", pa.float64()),
                     ("city", pa.string())])
@@ -62,13 +59,12 @@ def _writes(args: argparse.Namespace, seed: int) -> list[pa.Table]:
 
 def run(root: Path, args: argparse.Namespace, seed: int) -> dict[str, Any]:
     """One round: a fresh master, table server and table; one timed flush of the round."""
-    servers: dict[str, TableServer] = {}
-    master = Master(str(root), connect=lambda server_id, _location: servers[server_id])
-    config = TableServerConfig(flush_worker=FlushWorker.PROCESS, block_max_age=timedelta(hours=1),
-                               flush_interval=timedelta(hours=1), memory_budget=8 << 30)
-    servers["ts-0"] = TableServer("ts-0", master, join(str(root), "_memtier", "wal"), config=config)
-    master.register_server("ts-0", "inprocess://ts-0", config.memory_budget, config.max_batch_rows)
-    client = Client(master, lambda server_id, _location: servers[server_id])
+    cluster = InProcessCluster(str(root), config=TableServerConfig(
+        flush_worker=FlushWorker.PROCESS, block_max_age=timedelta(hours=1), flush_interval=timedelta(hours=1),
+        memory_budget=8 << 30,
+    ))
+    server = cluster.add_server("ts-0")
+    client = cluster.client()
     try:
         client.create_table("t", SCHEMA, record_key="id", ordering_field="ts", partition_fields="city",
                             buckets=args.buckets)
@@ -78,7 +74,7 @@ def run(root: Path, args: argparse.Namespace, seed: int) -> dict[str, Any]:
         client.flush("t")  # every file group's first file; the worker started and warm
         for table in writes:
             client.write("t", table)
-        worker = servers["ts-0"].flusher.pid
+        worker = server.flusher.pid
         assert worker is not None
         cpu = cpu_seconds(worker)
         start = time.perf_counter()
@@ -93,8 +89,7 @@ def run(root: Path, args: argparse.Namespace, seed: int) -> dict[str, Any]:
             os.fsync(f.fileno())
         parquet = time.perf_counter() - start
     finally:
-        for server in servers.values():
-            server.close()
+        cluster.close()
     return {"rows": rows.num_rows, "file_groups": args.buckets * args.partitions, "flush_s": round(took, 3),
             "worker_cpu_s": round(cpu, 2), "rows_per_s": round(rows.num_rows / took),
             "parquet_s": round(parquet, 3), "vs_parquet": round(parquet / took, 2)}
