@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 from collections.abc import Sequence
-from functools import partial
+from functools import lru_cache, partial
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -132,7 +131,7 @@ def _written(block: LogBlock, columns: Sequence[str]) -> pa.Schema | None:
     return pa.schema([writer.field(c) for c in columns if c in writer.names])
 
 
-@functools.lru_cache(maxsize=64)
+@lru_cache(maxsize=64)
 def _arrow_schema(avro_schema: str) -> pa.Schema:
     return avro_to_arrow_schema(avro_schema)
 

@@ -168,8 +168,8 @@ class _Worker:
 class ProcessFlusher:
     """Flushes in a worker process, started by :meth:`start` or at the first flush, and
     again after it dies or misses the ``timeout`` (seconds) of a request; pinned to
-    ``cpus`` if given; it reads rows from the WAL on ``wal``. Flushes go one at a time; tables or WALs on
-    ``memory://`` (which lives in this process only) flush inline."""
+    ``cpus`` if given; it reads rows from the WAL on ``wal``. Flushes go one at a time;
+    tables or WALs on ``memory://`` (which lives in this process only) flush inline."""
 
     def __init__(self, timeout: float, wal: FileIO, *, cpus: frozenset[int] | None = None) -> None:
         self.timeout = timeout
