@@ -50,6 +50,7 @@ from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
 from memtier.hudi.timeline import Timeline
 from memtier.io import open_fileio
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
+from memtier.parallel import Prefetch
 from memtier.tableserver.server import FILE_ID_COLUMN, PARTITION_COLUMN, UNRESOLVED, WriteAck
 
 __all__ = ["Client", "MasterAPI", "ReadPlan", "ReadRequest", "ServerAPI", "Transaction", "WriteResult",
@@ -220,6 +221,9 @@ class Client:
         self._metas: dict[str, TableMeta] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(4, thread_name_prefix="memtier-client")
+        # a read's call to the table servers, made while it reads the files (its own pool:
+        # the call may use the one above for several servers)
+        self._fetches = ThreadPoolExecutor(4, thread_name_prefix="memtier-client-read")
         self._files = SliceCache()  # decoded Hudi files, reused while they do not change
         self._points: dict[str, dict[str, Any]] = {}  # each table's last read point (see _read_once)
 
@@ -549,15 +553,19 @@ class Client:
         commit of ``timeline`` (listed after the read began), with no master call; None
         when the point no longer holds (see :meth:`_read_once`)."""
         buckets = self._buckets(r, point)
-        try:
-            memory, unresolved = self._memory(r, point, buckets)
-        except MemtierError:  # a moved bucket, a restarted server, a table made again...: a plan tells
-            return None
-        if unresolved:
-            return None
+
+        def memory() -> list[pa.Table]:
+            try:
+                rows, unresolved = self._memory(r, point, buckets)
+            except MemtierError as e:  # a moved bucket, a restarted server, a table made again...: a plan tells
+                raise _PointMoved from e
+            if unresolved:
+                raise _PointMoved
+            return rows
+
         try:
             return self._read_planned(r, point, buckets, memory, timeline)
-        except NotFoundError:  # a slice cleaned since the plan: read under a new lease
+        except (_PointMoved, NotFoundError):  # NotFoundError: a slice cleaned since the plan
             return None
 
     def _release_lease(self, lease: int) -> None:
@@ -608,11 +616,12 @@ class Client:
 
     def _read_planned(
         self, r: ReadRequest, plan: Mapping[str, Any], buckets: frozenset[int] | None,
-        memory: list[pa.Table] | None = None, timeline: Timeline | None = None,
+        memory: list[pa.Table] | Callable[[], list[pa.Table]] | None = None, timeline: Timeline | None = None,
     ) -> pa.Table:
         """Execute a planned read; ``memory``: the table servers' rows at the plan's
-        point when already fetched; ``timeline``: the table's timeline when already
-        listed (else listed here)."""
+        point when already fetched, or how to fetch them (by default :meth:`_memory`):
+        fetched on another thread while files are read, if there are any; ``timeline``: the table's
+        timeline when already listed (else listed here)."""
         meta = self._meta(r.name, plan)
         filters = validate(r.filters, [*META_FIELDS, *meta.schema.names])
         files = {"columns": r.columns, "filters": filters, "include_meta": r.include_meta,
@@ -622,10 +631,13 @@ class Client:
         if r.mode == "read_optimized" or r.as_of is not None:
             hudi_mode = "read_optimized" if r.mode == "read_optimized" else "snapshot"
             return read_table(meta, mode=hudi_mode, as_of=r.as_of, **files)
-        if memory is None:
-            memory, _ = self._memory(r, plan, buckets)
         needed = read_columns(meta, columns=r.columns, filters=filters, include_meta=r.include_meta)
-        extra = _entries_by_file_group(memory, meta, needed)
+        extra: Mapping[tuple[str, str], list[LogEntry]] | Prefetch[Mapping[tuple[str, str], list[LogEntry]]]
+        if isinstance(memory, list):
+            extra = _entries_by_file_group(memory, meta, needed)
+        else:
+            fetch = memory if memory is not None else (lambda: self._memory(r, plan, buckets)[0])
+            extra = Prefetch(lambda: _entries_by_file_group(fetch(), meta, needed), self._fetches)
         return read_table(meta, as_of=plan["instant"], extra=extra, timeline=timeline, **files)
 
     def _memory(
@@ -730,6 +742,7 @@ class Client:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
+        self._fetches.shutdown(wait=False)
 
 
 def wait_for_task(master: MasterAPI, task: dict[str, Any],
@@ -762,6 +775,10 @@ def _key_table(keys: Any, record_key: Sequence[str]) -> pa.Table:
 def _schema(serialized: bytes) -> pa.Schema:
     """A table's schema from its description (parsed once: every read plan carries it)."""
     return pa.ipc.read_schema(pa.py_buffer(serialized))
+
+
+class _PointMoved(Exception):
+    """A previous plan's read point no longer holds for a read (see ``Client._read_at``)."""
 
 
 def _point(plan: Mapping[str, Any]) -> dict[str, Any]:

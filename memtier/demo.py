@@ -22,6 +22,7 @@ import pyarrow as pa
 from memtier.cli_format import Console, human_seconds, render_table
 from memtier.client import Client
 from memtier.errors import MemtierError
+from memtier.gcpauses import freeze_startup
 from memtier.placement import available
 
 __all__ = ["SCHEMA", "DemoOptions", "Upserts", "run_demo", "table_servers_for"]
@@ -220,7 +221,9 @@ def run_demo(options: DemoOptions, console: Console) -> int:
         cluster = start_local(options.path, table_servers=servers)
     console.note(f"master at {cluster.address}")
     try:
-        path, served = _stream_and_flush(cluster.client(), cluster.client(), options, console)
+        writer, reader = cluster.client(), cluster.client()
+        freeze_startup()  # Ray's driver state and the imports: no full collection walks them mid-stream
+        path, served = _stream_and_flush(writer, reader, options, console)
     finally:
         with console.task("stopping the cluster"):
             cluster.shutdown()

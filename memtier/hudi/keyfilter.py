@@ -39,6 +39,9 @@ _HEADER = struct.Struct("<BBQ")
 _HEADER_CHARS = 16  # base64 of the header's first 12 bytes (10 of header, 2 of bits)
 _BITS_PER_KEY = 10
 _HASHES = 7  # ~0.8% false positives at 10 bits a key
+#: Probes of at most this many values test them one by one, without array steps.
+_FEW = 8
+_LOW32 = 0xFFFFFFFF
 #: No filter for a column of more rows than this (its bits would outgrow a footer).
 MAX_ROWS = 8_000_000
 
@@ -87,12 +90,25 @@ class KeyBloom:
         hashed = _hashes(values)
         if hashed is None:
             return True
+        if len(hashed) <= _FEW:  # a lookup's key or two: array steps would cost ~10x
+            return any(self._holds(h) for h in hashed.tolist())
         at = _positions(hashed, self.size, self.hashes)
         raw = at // 8 + _HEADER.size  # the bytes holding the bits, in the decoded entry
         quanta = {int(q): base64.b64decode(self.encoded[4 * q : 4 * q + 4]) for q in np.unique(raw // 3)}
         held = np.array([quanta[int(r) // 3][int(r) % 3] for r in raw.ravel()], dtype=np.uint8).reshape(raw.shape)
         present = (held >> (at % 8).astype(np.uint8)) & 1
         return bool(np.any(np.all(present, axis=1)))
+
+    def _holds(self, hashed: int) -> bool:
+        """Whether every bit of one hashed value is set (:func:`_positions` for one value)."""
+        low, high = hashed & _LOW32, (hashed >> 32) | 1
+        for i in range(self.hashes):
+            bit = (((low + i * high) & _LOW32) * self.size) >> 32
+            raw = bit // 8 + _HEADER.size  # its byte in the decoded entry
+            quantum = base64.b64decode(self.encoded[4 * (raw // 3) : 4 * (raw // 3) + 4])
+            if not (quantum[raw % 3] >> (bit % 8)) & 1:
+                return False
+        return True
 
 
 def key_filter_metadata(table: pa.Table, key_fields: Sequence[str]) -> dict[str, str]:

@@ -5,8 +5,9 @@ partition pruning and filters. File slices are read and merged in parallel threa
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,12 +28,15 @@ from memtier.hudi.fsview import FileSlice, FileSystemView
 from memtier.hudi.keyread import KeyFilter, warm_footers
 from memtier.hudi.merge import LogEntry
 from memtier.hudi.properties import BUCKET_HASH_FIELD
-from memtier.hudi.slicereader import read_slice
+from memtier.hudi.slicereader import SliceFiles, merge_slice, read_slice_files
 from memtier.hudi.tablemeta import COMMIT_TIME, RECORD_KEY, TableMeta
 from memtier.hudi.timeline import Timeline
-from memtier.parallel import parallel_map
+from memtier.parallel import Prefetch, parallel_map
 
 __all__ = ["READ_MODES", "normalize_instant", "read_columns", "read_instants", "read_table"]
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 READ_MODES = ("snapshot", "read_optimized", "incremental")
 _INSTANT = re.compile(r"\d{14}(\d{3})?")
@@ -126,27 +130,33 @@ def _read_slices(
     visible: Timeline,
     columns: list[str],
     with_logs: bool,
-    extra: Mapping[tuple[str, str], Sequence[LogEntry]],
+    extra: Mapping[tuple[str, str], Sequence[LogEntry]] | Prefetch[Mapping[tuple[str, str], Sequence[LogEntry]]],
     cache: SliceCache | None,
     key_filter: KeyFilter | None,
+    selected: Callable[[list[FileSlice]], list[FileSlice]],
 ) -> list[pa.Table]:
-    def one(slice_: FileSlice) -> pa.Table | None:
-        more = extra.get((slice_.partition_path, slice_.file_id), ())
-        return read_slice(
-            meta,
-            slice_,
-            visible,
-            columns,
-            with_logs=with_logs,
-            extra=more,
-            cache=cache,
-            key_filter=key_filter,
-            log_sizes=[view.size_of(slice_.partition_path, f.name) for f in slice_.log_files],
-        )
-
+    """Each slice's live rows; then those of file groups only ``extra`` holds (of the
+    ``selected`` slices). ``extra`` still to fetch is fetched while the files are read."""
+    if isinstance(extra, Prefetch) and slices:
+        extra.start()
     # a key read decodes a row group or two: threads would cost more than they save
-    tables = [one(s) for s in slices] if key_filter is not None else parallel_map(one, slices)
+    each = _in_turn if key_filter is not None else parallel_map
+    files = each(lambda s: read_slice_files(
+        meta, s, visible, columns, with_logs=with_logs, cache=cache, key_filter=key_filter,
+        log_sizes=[view.size_of(s.partition_path, f.name) for f in s.log_files],
+    ), slices)
+    held = _current_groups(extra.result() if isinstance(extra, Prefetch) else extra, view)
+    listed = {(s.partition_path, s.file_id) for s in view.latest_slices()}
+    only_held = selected([FileSlice(p, f, "") for p, f in sorted(held) if (p, f) not in listed])
+    work = [*zip(slices, files, strict=True), *((s, SliceFiles(None, [])) for s in only_held)]
+    tables = each(lambda item: merge_slice(
+        meta, item[1], held.get((item[0].partition_path, item[0].file_id), ()), key_filter,
+    ) if with_logs else item[1].base, work)
     return [t for t in tables if t is not None and t.num_rows]
+
+
+def _in_turn(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    return [fn(x) for x in items]
 
 
 def read_table(
@@ -159,7 +169,8 @@ def read_table(
     columns: Sequence[str] | None = None,
     filters: Sequence[Filter] | None = None,
     include_meta: bool = False,
-    extra: Mapping[tuple[str, str], Sequence[LogEntry]] | None = None,
+    extra: Mapping[tuple[str, str], Sequence[LogEntry]]
+    | Prefetch[Mapping[tuple[str, str], Sequence[LogEntry]]] | None = None,
     buckets: Collection[int] | None = None,
     cache: SliceCache | None = None,
     timeline: Timeline | None = None,
@@ -168,7 +179,9 @@ def read_table(
 
     ``extra`` adds log entries per file group ``(partition, file_id)`` after its log
     files (rows held by table servers, not yet flushed); file groups that exist only
-    there are read too. Entries must hold :func:`read_columns` of the same request.
+    there are read too. Entries must hold :func:`read_columns` of the same request. A
+    :class:`~memtier.parallel.Prefetch` of them (the table servers' answer) is fetched
+    while the files are read.
     Equalities on every record-key column of a bucket-indexed table read only the
     buckets of those keys (as do ``buckets``, when given). ``timeline``: the table's
     timeline when the caller has just listed it (else it is listed here).
@@ -189,24 +202,21 @@ def read_table(
     )
     key_filter = KeyFilter.of(key_filters(checked, [*meta.config.record_key_fields, RECORD_KEY]))
     view = _view(meta, timeline, point, predicate, cache, warm=key_filter is not None)
-    slices = view.latest_slices()
-    extra = _current_groups(extra or {}, view)
-    known = {(s.partition_path, s.file_id) for s in slices}
-    slices += [
-        FileSlice(partition, file_id, "")
-        for partition, file_id in sorted(extra)
-        if (partition, file_id) not in known and (predicate is None or predicate(partition))
-    ]
-    if buckets is None:
-        buckets = _key_buckets(meta, checked)
-    if buckets is not None:
-        bucket_set = set(buckets)
-        slices = [s for s in slices if bucket_or_none(s.file_id) in bucket_set]
-    if mode == "incremental":
-        touched = _touched_file_groups(meta, visible, start_ts, point)  # type: ignore[arg-type]
-        slices = [s for s in slices if (s.partition_path, s.file_id) in touched]
+    pinned = _key_buckets(meta, checked) if buckets is None else set(buckets)
+    touched = (_touched_file_groups(meta, visible, start_ts, point)  # type: ignore[arg-type]
+               if mode == "incremental" else None)
+
+    def selected(slices: list[FileSlice]) -> list[FileSlice]:
+        return [
+            s for s in slices
+            if (predicate is None or predicate(s.partition_path))
+            and (pinned is None or bucket_or_none(s.file_id) in pinned)
+            and (touched is None or (s.partition_path, s.file_id) in touched)
+        ]
+
     needed = _needed_columns(meta, wanted, checked, mode)
-    tables = _read_slices(meta, view, slices, visible, needed, mode != "read_optimized", extra, cache, key_filter)
+    tables = _read_slices(meta, view, selected(view.latest_slices()), visible, needed, mode != "read_optimized",
+                          extra or {}, cache, key_filter, selected)
     file_schema = pa.schema([meta.file_schema.field(n) for n in needed])
     result = pa.concat_tables(tables) if tables else file_schema.empty_table()
     if mode == "incremental":

@@ -27,7 +27,8 @@ from memtier.hudi.merge import LogEntry, merge_file_group
 from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
 from memtier.hudi.timeline import Timeline
 
-__all__ = ["conform_columns", "read_base_file", "read_log_entries", "read_slice"]
+__all__ = ["SliceFiles", "conform_columns", "merge_slice", "read_base_file", "read_log_entries", "read_slice",
+           "read_slice_files"]
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +206,32 @@ def read_slice(
     merge; with a cache, a base file then yields only those rows
     (:mod:`memtier.hudi.keyread`) and is not kept whole.
     """
+    files = read_slice_files(meta, slice_, visible, columns, with_logs=with_logs, cache=cache,
+                             key_filter=key_filter, log_sizes=log_sizes)
+    return merge_slice(meta, files, extra, key_filter) if with_logs else files.base
+
+
+@dataclasses.dataclass(frozen=True)
+class SliceFiles:
+    """What a file slice's files hold for a read: its base file's rows and its log
+    entries (none when logs are not read), not yet merged."""
+
+    base: pa.Table | None
+    entries: list[LogEntry]
+
+
+def read_slice_files(
+    meta: TableMeta,
+    slice_: FileSlice,
+    visible: Timeline,
+    columns: Sequence[str],
+    *,
+    with_logs: bool = True,
+    cache: SliceCache | None = None,
+    key_filter: KeyFilter | None = None,
+    log_sizes: Sequence[int] | None = None,
+) -> SliceFiles:
+    """The slice's files read as :func:`read_slice` reads them, before the merge."""
     base_path = slice_.base_file_path(meta.base_path)
     base = None
     if base_path is not None:
@@ -215,15 +242,23 @@ def read_slice(
             base = cache.get(("base", base_path, tuple(columns)), load_base) if cache else load_base()
             if key_filter is not None:
                 base = key_filter.filter(base)
-    if not with_logs or (not slice_.log_files and not extra):
-        return base
     entries: list[LogEntry] = []
-    if slice_.log_files:
+    if with_logs and slice_.log_files:
         entries = read_log_entries(meta, slice_, visible, columns, cache=cache, sizes=log_sizes,
                                    key_filter=key_filter)
+    return SliceFiles(base, entries)
+
+
+def merge_slice(meta: TableMeta, files: SliceFiles, extra: Sequence[LogEntry] = (),
+                key_filter: KeyFilter | None = None) -> pa.Table | None:
+    """A slice's live rows: its ``files`` merged with the ``extra`` entries after them
+    (``key_filter`` applied to those first, as :func:`read_slice_files` applied it to the
+    files)."""
+    if not files.entries and not extra:
+        return files.base
     if key_filter is not None:
         extra = [f for e in extra if (f := _filtered(e, key_filter)) is not None]
-    return merge_file_group(base, [*entries, *extra], meta.merge_spec)
+    return merge_file_group(files.base, [*files.entries, *extra], meta.merge_spec)
 
 
 def _filtered(entry: LogEntry, key_filter: KeyFilter, index: LogKeys | None = None) -> LogEntry | None:

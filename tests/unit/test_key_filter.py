@@ -51,6 +51,19 @@ def test_about_one_percent_of_absent_keys_pass() -> None:
     assert passed / 10_000 < 0.02
 
 
+def test_probing_a_few_values_one_by_one_answers_as_the_array_probe() -> None:
+    """A probe of up to eight values tests them one at a time in Python; more go through
+    the array steps: both must set the same bits (absent keys, false positives included)."""
+    bloom = round_trip(KeyBloom.of(pa.array(np.arange(0, 20_000, 2, dtype=np.int64))))
+    strings = round_trip(KeyBloom.of(pa.array([f"user-{i}" for i in range(0, 5_000, 2)])))
+    for k in range(0, 4_000):
+        assert bloom.may_hold(pa.array([k])) == bloom.may_hold(pa.array([k] * 9)), k
+        assert bloom.may_hold(pa.array([k, k + 1])) == bloom.may_hold(pa.array([k, k + 1] * 5)), k
+    for i in range(0, 1_000):
+        one = pa.array([f"user-{i}"])
+        assert strings.may_hold(one) == strings.may_hold(pa.array([f"user-{i}"] * 9)), i
+
+
 def test_footer_entries_for_key_columns_only() -> None:
     table = pa.table({"id": [1, 2], "name": ["a", "b"], "ok": [True, False], "v": [0.5, 1.5]})
     entries = key_filter_metadata(table, ["id", "name", "ok", "missing"])
