@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.keyread import GroupKeys, LogKeys
+from memtier.hudi.logfilters import LogFilter
 from memtier.hudi.merge import LogEntry
 
 __all__ = ["SliceCache"]
@@ -45,6 +46,10 @@ def _size(value: object) -> int:
         return value.nbytes
     if isinstance(value, FileSystemView):
         return 512 * len(value.file_sizes)  # a few small objects per file listed
+    if isinstance(value, dict):
+        return sum(_size(v) for v in value.values())
+    if isinstance(value, LogFilter):
+        return sum(len(bloom.encoded) for bloom in value.blooms.values())
     return 0
 
 

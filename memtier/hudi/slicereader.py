@@ -15,6 +15,7 @@ from memtier.hudi.cache import SliceCache
 from memtier.hudi.fsview import FileSlice
 from memtier.hudi.keyread import KeyFilter, LogKeys, read_key_rows
 from memtier.hudi.keys import record_keys
+from memtier.hudi.logfilters import log_filters
 from memtier.hudi.logformat import (
     BlockType,
     HeaderKey,
@@ -26,6 +27,7 @@ from memtier.hudi.logformat import (
 from memtier.hudi.merge import LogEntry, merge_file_group
 from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
 from memtier.hudi.timeline import Timeline
+from memtier.io import join
 
 __all__ = ["SliceFiles", "conform_columns", "merge_slice", "read_base_file", "read_log_entries", "read_slice",
            "read_slice_files"]
@@ -149,11 +151,18 @@ def read_log_entries(
     A ``cache`` keeps each log file decoded, keyed by its path and size (``sizes``, as
     listed: a file only ever grows by appended blocks), for every later read. With a
     ``key_filter`` only the records of those keys are kept (through a key index of each
-    block, kept in the cache too).
+    block, kept in the cache too), and a log file whose key filters hold none of them is
+    not read (:mod:`memtier.hudi.logfilters`).
     """
     tagged: list[tuple[str, LogEntry]] = []
     paths = slice_.log_file_paths(meta.base_path)
+    filters = (log_filters(meta, visible, cache)
+               if key_filter is not None and cache is not None and sizes is not None and meta.filtered_key_fields
+               else {})
     for i, path in enumerate(paths):
+        written = filters.get(join(slice_.partition_path, slice_.log_files[i].name))
+        if written is not None and written.size == sizes[i] and not key_filter.may_be_in(written.blooms, meta.file_schema):
+            continue  # holds none of the keys: not decoded (its blocks hold no rollback command)
         load = partial(_decoded_blocks, meta, path, columns)
         indexes: list[LogKeys | None] | None = None
         if cache is None or sizes is None:

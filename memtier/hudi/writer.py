@@ -32,6 +32,7 @@ from memtier.hudi.filegroup import (
 )
 from memtier.hudi.filenames import BaseFile, bucket_or_none, classify
 from memtier.hudi.fsview import FileSystemView, list_data_files
+from memtier.hudi.logfilters import write_log_filters
 from memtier.hudi.routing import route
 from memtier.hudi.schema import check_ordering_not_null, conform
 from memtier.hudi.tablemeta import TableMeta
@@ -172,12 +173,20 @@ def write_batch(meta: TableMeta, data: Any, operation: str = "upsert") -> str | 
 def write_files(
     meta: TableMeta, plans: Sequence[FileGroupPlan], instant: str, timeline: Timeline
 ) -> list[WriteStat]:
-    """Write every plan's file durably (in parallel threads); their write stats."""
+    """Write every plan's file durably (in parallel threads), and the key filters of its
+    log files (:mod:`memtier.hudi.logfilters`); their write stats."""
 
     def one(plan: FileGroupPlan) -> WriteStat:
         return write_file_group(meta, plan, instant, timeline)
 
-    return parallel_map(one, plans)
+    stats = parallel_map(one, plans)
+    if meta.filtered_key_fields:
+        write_log_filters(meta, instant, {
+            plan.relative_path: (stat.file_size, plan.change.upserts.select(list(meta.filtered_key_fields)))
+            for plan, stat in zip(plans, stats, strict=True)
+            if plan.kind == "log" and plan.change.upserts is not None and not plan.change.num_deletes
+        })
+    return stats
 
 
 def ensure_partition_metadata(meta: TableMeta, partitions: set[str], instant: str) -> None:
