@@ -87,11 +87,16 @@ def write_log_filters(meta: TableMeta, instant: str, files: Mapping[str, tuple[i
 def log_filters(meta: TableMeta, visible: Timeline, cache: SliceCache) -> dict[str, LogFilter]:
     """The filters of the log files that the newest :data:`READ_WINDOW` completed commits
     of ``visible`` wrote, by path in the table (each commit's file read once per cache)."""
-    found: dict[str, LogFilter] = {}
-    for instant in visible.completed()[-READ_WINDOW:]:
-        path = join(_folder(meta), f"{instant.timestamp}.json")
-        found.update(cache.get(("log filters", path), lambda path=path: _read(meta, path)))
-    return found
+    recent = tuple(i.timestamp for i in visible.completed()[-READ_WINDOW:])
+
+    def merged() -> dict[str, LogFilter]:
+        found: dict[str, LogFilter] = {}
+        for instant in recent:
+            path = join(_folder(meta), f"{instant}.json")
+            found.update(cache.get(("log filters", path), lambda path=path: _read(meta, path)))
+        return found
+
+    return cache.get(("log filters", meta.base_path, recent), merged)
 
 
 def _read(meta: TableMeta, path: str) -> dict[str, LogFilter]:

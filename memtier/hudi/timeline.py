@@ -208,9 +208,16 @@ class Timeline:
 
     def completed(self, actions: Collection[str] | None = COMMIT_ACTIONS) -> tuple[Instant, ...]:
         """Completed instants of ``actions`` (None: any action), oldest first."""
+        if actions is COMMIT_ACTIONS:
+            return self._completed_commits
         return tuple(
             i for i in self.instants if i.state is State.COMPLETED and _matches(i, actions)
         )
+
+    @cached_property
+    def _completed_commits(self) -> tuple[Instant, ...]:
+        """Completed commit-type instants (readers ask per file slice and log block)."""
+        return tuple(i for i in self.instants if i.state is State.COMPLETED and _matches(i, COMMIT_ACTIONS))
 
     def pending(self, actions: Collection[str] | None = COMMIT_ACTIONS) -> tuple[Instant, ...]:
         """Requested or inflight instants of ``actions`` (None: any action), oldest first."""
@@ -225,7 +232,7 @@ class Timeline:
     @cached_property
     def _completed_times(self) -> frozenset[str]:
         """The times of completed commit-type instants (a reader asks once per log block)."""
-        return frozenset(i.timestamp for i in self.completed())
+        return frozenset(i.timestamp for i in self._completed_commits)
 
     def last_completed(self) -> Instant | None:
         """The newest completed commit-type instant."""
