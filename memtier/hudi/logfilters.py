@@ -8,11 +8,11 @@ first lookup after the commit that wrote it, in every partition: five log files 
 key in ``memtier demo``. With these filters it decodes only the log files that may hold
 the key (~1% false positives).
 
-A commit whose log files carry no deletes (memtier writes a delete block's keys as
-record-key strings, which the filters do not cover) writes, before it completes,
+A commit of a partitioned table writes, before it completes,
 ``.hoodie/.aux/memtier/keyfilters/<instant>.json``: ``{"version": 1, "files": {<log file
 path in the table>: {"size": <bytes>, "filters": {<footer entry name>: <entry>}}}}``, the
-entries as base files' footers hold them. Readers use an entry only when its commit has
+entries as base files' footers hold them, for each of its log files without deletes (a
+delete block's keys are record-key strings, which the filters do not cover). Readers use an entry only when its commit has
 completed (a rolled-back flush's file is ignored), and only for a log file of exactly
 that size (blocks another writer appended later are not in it). They look at the files of
 the newest :data:`READ_WINDOW` commits; writers keep those of the newest :data:`KEEP`.
