@@ -39,7 +39,7 @@ from memtier.io import join
 if TYPE_CHECKING:
     from memtier.hudi.cache import SliceCache
 
-__all__ = ["KEEP", "READ_WINDOW", "LogFilter", "log_filters", "write_log_filters"]
+__all__ = ["KEEP", "READ_WINDOW", "LogFilter", "delete_log_filters", "log_filters", "write_log_filters"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,11 @@ def write_log_filters(meta: TableMeta, instant: str, files: Mapping[str, tuple[i
             meta.io.delete(join(folder, name))
     except (OSError, MemtierError) as e:
         log.warning("could not write the log key filters of %s in %s: %s", instant, meta.base_path, e)
+
+
+def delete_log_filters(meta: TableMeta, instant: str) -> None:
+    """Delete ``instant``'s filters (a rolled-back write's), if it wrote any."""
+    meta.io.delete(join(_folder(meta), f"{instant}.json"))
 
 
 def log_filters(meta: TableMeta, visible: Timeline, cache: SliceCache) -> dict[str, LogFilter]:

@@ -32,7 +32,7 @@ from memtier.hudi.filegroup import (
 )
 from memtier.hudi.filenames import BaseFile, bucket_or_none, classify
 from memtier.hudi.fsview import FileSystemView, list_data_files
-from memtier.hudi.logfilters import write_log_filters
+from memtier.hudi.logfilters import delete_log_filters, write_log_filters
 from memtier.hudi.routing import route
 from memtier.hudi.schema import check_ordering_not_null, conform
 from memtier.hudi.tablemeta import TableMeta
@@ -234,6 +234,7 @@ def rollback_instant(meta: TableMeta, target: Instant, timeline: Timeline) -> st
         raise InvalidArgumentError(f"instant {target.timestamp} is complete; it cannot be rolled back")
     files = _files_of(meta, target)
     timestamp = new_instant_time(timeline.last_timestamp())
+    delete_log_filters(meta, target.timestamp)  # (readers ignore it anyway: the instant never completes)
     TimelineWriter(meta.io, meta.base_path).rollback(target, files, timestamp)
     log.info("rolled back instant %s of %s (%d files)", target.timestamp, meta.base_path,
              sum(len(n) for n in files.values()))

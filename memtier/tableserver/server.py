@@ -399,6 +399,7 @@ class TableServer:
         schema = flagged_schema(t.meta.physical)
         payloads = [frame_payload(schema, batch) for _, batch in pieces]
         pending: PendingAppend | None = None
+        made: list[Frame] = []
         rows = added = 0
         estimate = share.nbytes // len(pieces)  # a block's size grows by its share
         try:
@@ -424,6 +425,7 @@ class TableServer:
                     # read back only when the block is evicted)
                     frame = Frame(txn_id, producer_id, producer_seq, batch, ack=pending, share=share, ref=ref)
                     group.add(block, frame, estimate)
+                    made.append(frame)
                     rows += batch.num_rows
                     added += 1
                     if block.nbytes >= self._block_max_bytes:
@@ -433,6 +435,8 @@ class TableServer:
             self.memory.release(sum(share.drop() for _ in range(len(pieces) - added)))
             if pending is not None:
                 pending.wait()
+        for frame in made:
+            frame.confirm()
         return rows
 
     def fence_txn(self, txn_id: int) -> None:
