@@ -5,6 +5,7 @@ partition pruning and filters. File slices are read and merged in parallel threa
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -135,24 +136,53 @@ def _read_slices(
     key_filter: KeyFilter | None,
     selected: Callable[[list[FileSlice]], list[FileSlice]],
 ) -> list[pa.Table]:
-    """Each slice's live rows; then those of file groups only ``extra`` holds (of the
-    ``selected`` slices). ``extra`` still to fetch is fetched while the files are read."""
+    """Each slice's live rows (each slice read and merged in one step, so a scan holds one
+    slice's files at a time per thread); then those of file groups only ``extra`` holds
+    (of the ``selected`` slices). ``extra`` still to fetch is fetched while the first
+    slices' files are read."""
     if isinstance(extra, Prefetch) and slices:
         extra.start()
+    held = _Held(extra, view)
+
+    def one(slice_: FileSlice) -> pa.Table | None:
+        files = read_slice_files(
+            meta, slice_, visible, columns, with_logs=with_logs, cache=cache, key_filter=key_filter,
+            log_sizes=[view.size_of(slice_.partition_path, f.name) for f in slice_.log_files],
+        )
+        if not with_logs:
+            return files.base
+        return merge_slice(meta, files, held.of(slice_), key_filter)
+
     # a key read decodes a row group or two: threads would cost more than they save
     each = _in_turn if key_filter is not None else parallel_map
-    files = each(lambda s: read_slice_files(
-        meta, s, visible, columns, with_logs=with_logs, cache=cache, key_filter=key_filter,
-        log_sizes=[view.size_of(s.partition_path, f.name) for f in s.log_files],
-    ), slices)
-    held = _current_groups(extra.result() if isinstance(extra, Prefetch) else extra, view)
-    listed = {(s.partition_path, s.file_id) for s in view.latest_slices()}
-    only_held = selected([FileSlice(p, f, "") for p, f in sorted(held) if (p, f) not in listed])
-    work = [*zip(slices, files, strict=True), *((s, SliceFiles(None, [])) for s in only_held)]
-    tables = each(lambda item: merge_slice(
-        meta, item[1], held.get((item[0].partition_path, item[0].file_id), ()), key_filter,
-    ) if with_logs else item[1].base, work)
+    tables = each(one, slices)
+    if with_logs:
+        listed = {(s.partition_path, s.file_id) for s in view.latest_slices()}
+        only_held = selected([FileSlice(p, f, "") for p, f in sorted(held.groups()) if (p, f) not in listed])
+        tables += each(lambda s: merge_slice(meta, SliceFiles(None, []), held.of(s), key_filter), only_held)
     return [t for t in tables if t is not None and t.num_rows]
+
+
+class _Held:
+    """A read's rows not in the files yet, by the file group holding them now
+    (:func:`_current_groups`); waited for once, by whichever slice needs them first."""
+
+    def __init__(self, extra: Mapping[tuple[str, str], Sequence[LogEntry]]
+                 | Prefetch[Mapping[tuple[str, str], Sequence[LogEntry]]], view: FileSystemView) -> None:
+        self._extra = extra
+        self._view = view
+        self._lock = threading.Lock()
+        self._groups: dict[tuple[str, str], list[LogEntry]] | None = None
+
+    def groups(self) -> dict[tuple[str, str], list[LogEntry]]:
+        with self._lock:
+            if self._groups is None:
+                extra = self._extra.result() if isinstance(self._extra, Prefetch) else self._extra
+                self._groups = _current_groups(extra, self._view)
+            return self._groups
+
+    def of(self, slice_: FileSlice) -> list[LogEntry]:
+        return self.groups().get((slice_.partition_path, slice_.file_id), [])
 
 
 def _in_turn(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
