@@ -136,30 +136,35 @@ def _read_slices(
     key_filter: KeyFilter | None,
     selected: Callable[[list[FileSlice]], list[FileSlice]],
 ) -> list[pa.Table]:
-    """Each slice's live rows (each slice read and merged in one step, so a scan holds one
-    slice's files at a time per thread); then those of file groups only ``extra`` holds
-    (of the ``selected`` slices). ``extra`` still to fetch is fetched while the first
-    slices' files are read."""
+    """Each slice's live rows; then those of file groups only ``extra`` holds (of the
+    ``selected`` slices). ``extra`` still to fetch is fetched while the files are read:
+    a key read (a few rows a slice, one slice after another) reads every slice's files
+    before it waits for it; a scan reads and merges each slice in one step on the pool's
+    threads (so it holds one slice's files at a time per thread), the first slice to
+    merge waiting for it."""
     if isinstance(extra, Prefetch) and slices:
         extra.start()
     held = _Held(extra, view)
 
-    def one(slice_: FileSlice) -> pa.Table | None:
-        files = read_slice_files(
+    def files_of(slice_: FileSlice) -> SliceFiles:
+        return read_slice_files(
             meta, slice_, visible, columns, with_logs=with_logs, cache=cache, key_filter=key_filter,
             log_sizes=[view.size_of(slice_.partition_path, f.name) for f in slice_.log_files],
         )
-        if not with_logs:
-            return files.base
-        return merge_slice(meta, files, held.of(slice_), key_filter)
 
-    # a key read decodes a row group or two: threads would cost more than they save
-    each = _in_turn if key_filter is not None else parallel_map
-    tables = each(one, slices)
+    def merged(slice_: FileSlice, files: SliceFiles) -> pa.Table | None:
+        return merge_slice(meta, files, held.of(slice_), key_filter) if with_logs else files.base
+
+    if key_filter is not None:  # threads would cost more than a row group or two saves
+        read = [files_of(s) for s in slices]
+        tables = [merged(s, f) for s, f in zip(slices, read, strict=True)]
+    else:
+        tables = parallel_map(lambda s: merged(s, files_of(s)), slices)
     if with_logs:
         listed = {(s.partition_path, s.file_id) for s in view.latest_slices()}
         only_held = selected([FileSlice(p, f, "") for p, f in sorted(held.groups()) if (p, f) not in listed])
-        tables += each(lambda s: merge_slice(meta, SliceFiles(None, []), held.of(s), key_filter), only_held)
+        tables += (_in_turn if key_filter is not None else parallel_map)(
+            lambda s: merged(s, SliceFiles(None, [])), only_held)
     return [t for t in tables if t is not None and t.num_rows]
 
 
