@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,9 +34,6 @@ from memtier.hudi.timeline import Timeline
 from memtier.parallel import Prefetch, parallel_map
 
 __all__ = ["READ_MODES", "normalize_instant", "read_columns", "read_instants", "read_table"]
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 READ_MODES = ("snapshot", "read_optimized", "incremental")
 _INSTANT = re.compile(r"\d{14}(\d{3})?")
@@ -163,8 +159,10 @@ def _read_slices(
     if with_logs:
         listed = {(s.partition_path, s.file_id) for s in view.latest_slices()}
         only_held = selected([FileSlice(p, f, "") for p, f in sorted(held.groups()) if (p, f) not in listed])
-        tables += (_in_turn if key_filter is not None else parallel_map)(
-            lambda s: merged(s, SliceFiles(None, [])), only_held)
+        def held_only(slice_: FileSlice) -> pa.Table | None:
+            return merged(slice_, SliceFiles(None, []))
+
+        tables += [held_only(s) for s in only_held] if key_filter is not None else parallel_map(held_only, only_held)
     return [t for t in tables if t is not None and t.num_rows]
 
 
@@ -188,10 +186,6 @@ class _Held:
 
     def of(self, slice_: FileSlice) -> list[LogEntry]:
         return self.groups().get((slice_.partition_path, slice_.file_id), [])
-
-
-def _in_turn(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    return [fn(x) for x in items]
 
 
 def read_table(
