@@ -252,12 +252,12 @@ class Block:
         """The durable frames holding a pinned value in every pinned column, each with
         those rows (in order), found through the block's :class:`KeyIndex`; None when
         the block is evicted or a value does not fit its column (use :meth:`frames`)."""
-        with self._lock:
-            frames = None if self._frames is None else list(self._frames)
-            index = self._index
+        with self._lock:  # frames are only appended: the list and its length, not a copy
+            frames, index = self._frames, self._index
+            count = 0 if frames is None else len(frames)
         if frames is None:
             return None
-        hits = index.rows(frames, pinned)
+        hits = index.rows(frames, count, pinned)
         if hits is None:
             return None
         return [(frames[i], rows) for i, rows in sorted(hits.items()) if frames[i].durable()]
