@@ -9,13 +9,15 @@ the values of the block's frames, extended by the frames added since the last re
 write path never pays for it.
 
 An integer column is kept as sorted runs, each a run of values with the block's row
-numbers (12 bytes a row for an int64 key): the frames added since the last read become
-one run, and a run is merged with the one before while that one is at most twice its
-size, so a block of ``n`` rows has at most ~log2(n) runs and a value is merged ~log2(n)
-times in all (two sorted runs merge in one pass: numpy's stable sort of integers finds
-them). A read binary-searches each run: a lookup in a block of a million rows costs a few
-microseconds, where comparing the whole column cost ~0.5 ms. Other key types (strings)
-are kept as Arrow arrays in frame order and compared whole (``is_in``).
+numbers (12 bytes a row for an int64 key), and a tail of its newest rows in row order. A
+read binary-searches each run and compares the tail whole; once :data:`_SCANS_BEFORE_SORT`
+reads have compared the tail, it is sorted into a run (sorting costs ~100 passes over the
+same rows: a block read that often pays it back, one read rarely never sorts), merged
+with the runs before it that are at most twice its size, so a block of ``n`` rows has at
+most ~log2(n) runs and a value is merged ~log2(n) times in all. A lookup in a block of a
+million rows read continuously costs microseconds, where comparing the whole column cost
+~0.5 ms. Other key types (strings) are kept as Arrow arrays in frame order and compared
+whole (``is_in``).
 """
 
 from __future__ import annotations
@@ -31,8 +33,12 @@ import pyarrow.types as pat
 
 __all__ = ["KeyIndex"]
 
-#: Arrays a string column keeps before merging them into one.
+#: Arrays a column keeps (strings, or an integer column's tail) before merging them into one.
 _TAIL = 16
+#: Reads that compare an integer column's tail before it is sorted into a run.
+_SCANS_BEFORE_SORT = 64
+#: Up to this many values a read compares one value at a time (faster than a set).
+_EQUALITIES = 8
 #: The row numbers of a block, in a run (blocks hold far fewer than 2**31 rows).
 _ROW = np.int32
 
@@ -66,12 +72,49 @@ def _sorted(values: np.ndarray, *, scratch: bool = False) -> tuple[np.ndarray, n
 
 
 class _SortedRuns:
-    """An integer column as sorted runs of (value, row number)."""
+    """An integer column as sorted runs of (value, row number), and its newest rows in
+    row order (the tail), compared whole until enough reads asked for them."""
 
     def __init__(self) -> None:
         self.runs: list[tuple[np.ndarray, np.ndarray]] = []
+        self.tail: list[np.ndarray] = []
+        self.tail_first = 0  # the row number of the tail's first row
+        self.scans = 0  # reads that compared the tail
 
-    def extend(self, values: np.ndarray, first_row: int, *, scratch: bool = False) -> None:
+    def extend(self, parts: Sequence[np.ndarray]) -> None:
+        """Add the values of the rows that follow the last (one array a frame)."""
+        self.tail.extend(parts)
+        if len(self.tail) > _TAIL:
+            self.tail = [np.concatenate(self.tail)]
+
+    def rows(self, numbers: np.ndarray) -> np.ndarray:
+        """The row numbers holding one of ``numbers``, ascending (then the tail is sorted
+        into a run if enough reads compared it)."""
+        numbers = np.unique(numbers)  # a value asked twice: its rows once
+        found = []
+        for values, rows in self.runs:
+            starts = np.searchsorted(values, numbers, side="left")
+            ends = np.searchsorted(values, numbers, side="right")
+            found.extend(rows[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True) if b > a)
+        first = self.tail_first
+        for part in self.tail:
+            found.append(np.flatnonzero(_equal_any(part, numbers)) + first)
+            first += len(part)
+        self.scans += 1
+        if self.scans >= _SCANS_BEFORE_SORT:
+            self.sort_tail()
+        return np.sort(np.concatenate(found)) if found else np.zeros(0, _ROW)
+
+    def sort_tail(self) -> None:
+        """Make the tail a run."""
+        self.scans = 0
+        if not self.tail:
+            return
+        values = np.concatenate(self.tail)  # a fresh copy: sorted in place
+        self.add_run(values, self.tail_first, scratch=True)
+        self.tail, self.tail_first = [], self.tail_first + len(values)
+
+    def add_run(self, values: np.ndarray, first_row: int, *, scratch: bool = False) -> None:
         """Add ``values``, the column of rows ``first_row``... in order, as one run, merged
         with the runs before it that are at most twice the size of what they would join
         (``scratch``: ``values`` may be overwritten)."""
@@ -88,15 +131,15 @@ class _SortedRuns:
         merged, positions = _sorted(np.concatenate([v for v, _ in merging]), scratch=True)
         self.runs[first:] = [(merged, np.concatenate([r for _, r in merging])[positions])]
 
-    def rows(self, numbers: np.ndarray) -> np.ndarray:
-        """The row numbers holding one of ``numbers``, ascending."""
-        numbers = np.unique(numbers)  # a value asked twice: its rows once
-        found = []
-        for values, rows in self.runs:
-            starts = np.searchsorted(values, numbers, side="left")
-            ends = np.searchsorted(values, numbers, side="right")
-            found.extend(rows[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True) if b > a)
-        return np.sort(np.concatenate(found)) if found else np.zeros(0, _ROW)
+
+def _equal_any(values: np.ndarray, numbers: np.ndarray) -> np.ndarray:
+    """Where ``values`` holds one of ``numbers``."""
+    if len(numbers) > _EQUALITIES:
+        return np.isin(values, numbers)
+    mask = np.zeros(len(values), dtype=bool)
+    for number in numbers:
+        mask |= values == number
+    return mask
 
 
 def _integers(values: list[Any], dtype: type[np.integer]) -> np.ndarray | None:
@@ -130,8 +173,7 @@ class _Column:
         self.ends = np.concatenate([self.ends, first + np.cumsum([len(a) for a in arrays])])
         self.frames += len(arrays)
         if self.numeric:
-            values = [a.to_numpy(zero_copy_only=False) for a in arrays]
-            self.sorted.extend(np.concatenate(values), first, scratch=True)
+            self.sorted.extend([a.to_numpy(zero_copy_only=False) for a in arrays])
             return
         self.parts.extend(a.cast(self.kind) for a in arrays)
         if len(self.parts) > _TAIL:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from typing import Any
+from unittest import mock
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from memtier.client import Transaction
 from memtier.config import TableServerConfig
+from memtier.tableserver import keyindex
 from tests.support.inprocess import InProcessCluster
 
 SCHEMA = pa.schema([("s", pa.string()), ("id", pa.int64()), ("region", pa.string()), ("ts", pa.int64())])
@@ -82,12 +84,19 @@ def check(cluster: InProcessCluster, key: list[str], probe: list[int], committed
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(OP, min_size=1, max_size=8), variant=st.sampled_from(range(len(VARIANTS))),
-       probe=PROBE, committed_only=st.booleans())
-def test_key_filtered_reads_equal_filtering_every_row(ops, variant, probe, committed_only) -> None:
+       probe=PROBE, committed_only=st.booleans(), sort_after=st.sampled_from([1, 2, 64]))
+def test_key_filtered_reads_equal_filtering_every_row(ops, variant, probe, committed_only, sort_after) -> None:
     key = VARIANTS[variant]
     root = tempfile.mkdtemp(prefix="memtier-keyindex-")
     # small blocks: a history seals several per file group
     cluster = InProcessCluster(root, config=TableServerConfig(block_max_bytes=2048))
+    # integer keys: sorted runs after every read or two, or a tail compared whole
+    with mock.patch.object(keyindex, "_SCANS_BEFORE_SORT", sort_after):
+        _run_history(cluster, ops, key, probe, committed_only)
+
+
+def _run_history(cluster: InProcessCluster, ops: list[Any], key: list[str], probe: list[int],
+                 committed_only: bool) -> None:
     try:
         for server_id in ("a", "b"):
             cluster.add_server(server_id)
@@ -101,7 +110,7 @@ def test_key_filtered_reads_equal_filtering_every_row(ops, variant, probe, commi
         client.close()
     finally:
         cluster.close()
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(cluster.root, ignore_errors=True)
 
 
 def test_resident_blocks_answer_through_their_index_evicted_ones_from_the_wal() -> None:

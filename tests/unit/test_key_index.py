@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from memtier.tableserver import keyindex
 from memtier.tableserver.keyindex import KeyIndex, _sorted, _SortedRuns
 
 
@@ -36,8 +37,12 @@ def _answer(index: KeyIndex, frames: list[_Frame], count: int, pinned: dict[str,
     return {i: rows.tolist() for i, rows in got.items()}
 
 
+@pytest.mark.parametrize("scans", [1, 3, 64])
 @pytest.mark.parametrize("kind", [pa.int64(), pa.int32(), pa.uint64(), pa.int8(), pa.uint16()])
-def test_reads_between_appends_find_exactly_the_rows_holding_the_values(kind: pa.DataType) -> None:
+def test_reads_between_appends_find_exactly_the_rows_holding_the_values(
+    kind: pa.DataType, scans: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(keyindex, "_SCANS_BEFORE_SORT", scans)  # runs, a tail, or both
     rng = np.random.default_rng(7)
     info = np.iinfo(kind.to_pandas_dtype())
     # a narrow range (many repeats) and the type's extremes (no room to pack positions)
@@ -56,7 +61,9 @@ def test_reads_between_appends_find_exactly_the_rows_holding_the_values(kind: pa
         assert _answer(index, frames, len(frames), {"id": wanted}) == _brute_force(frames, len(frames), {"id": wanted})
         both = {"id": wanted, "s": ["k1", "k3"]}
         assert _answer(index, frames, len(frames), both) == _brute_force(frames, len(frames), both)
-    assert len(index._columns["id"].sorted.runs) <= 2 * int(np.log2(sum(f.batch.num_rows for f in frames)))
+    runs = index._columns["id"].sorted.runs
+    assert (len(runs) > 0) == (scans < 40)  # 40 reads of "id": its tail was sorted into runs unless 64 are needed
+    assert len(runs) <= 2 * int(np.log2(sum(f.batch.num_rows for f in frames)))
 
 
 def test_a_read_given_fewer_frames_than_indexed_sees_only_those() -> None:
@@ -94,12 +101,27 @@ def test_sorting_packs_positions_only_where_they_fit_and_is_stable(values: np.nd
     assert ordered.dtype == values.dtype and ordered.tolist() == values[expected].tolist()
 
 
+def test_the_tail_is_sorted_into_a_run_once_enough_reads_compared_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(keyindex, "_SCANS_BEFORE_SORT", 3)
+    runs = _SortedRuns()
+    runs.extend([np.array([5, 1, 5], np.int64), np.array([2], np.int64)])
+    assert runs.rows(np.array([5])).tolist() == [0, 2]
+    assert runs.rows(np.array([2, 1])).tolist() == [1, 3]
+    assert not runs.runs and runs.tail_first == 0
+    runs.extend([np.array([5], np.int64)])  # row 4
+    assert runs.rows(np.array([5, 5])).tolist() == [0, 2, 4]  # the third read: sorted after it answered
+    assert len(runs.runs) == 1 and not runs.tail and runs.tail_first == 5
+    runs.extend([np.array([1, 5], np.int64)])  # rows 5 and 6: the new tail
+    assert runs.rows(np.array([5])).tolist() == [0, 2, 4, 6]
+    assert runs.rows(np.array([1])).tolist() == [1, 5]
+
+
 def test_runs_stay_few_and_sorted_as_they_merge() -> None:
     rng = np.random.default_rng(3)
     runs = _SortedRuns()
     total = 0
     for size in rng.integers(1, 500, 200):
-        runs.extend(rng.integers(0, 10**12, int(size)), total)
+        runs.add_run(rng.integers(0, 10**12, int(size)), total)
         total += int(size)
         sizes = [len(v) for v, _ in runs.runs]
         assert all(a > 2 * b for a, b in zip(sizes, sizes[1:], strict=False))  # each more than twice the next
