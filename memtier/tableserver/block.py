@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from array import array
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ import pyarrow.compute as pc
 from memtier.hudi.deletes import DELETE_FLAG, flagged_schema
 from memtier.io import FileIO
 from memtier.master.state import TxnSnapshot
+from memtier.tableserver.flush import FramePlaces
 from memtier.tableserver.keyindex import KeyIndex
 from memtier.wal import FrameRef, PendingAppend, WalFrame, WalHeader, read_frames, read_wal
 from memtier.wal.format import WalContents
@@ -58,8 +60,7 @@ class Frame:
     producer_seq: int
     batch: pa.RecordBatch
     #: The stream append making it durable, while that may still be running; None once
-    #: it is known durable (:meth:`confirm`: a flush then checks thousands of frames at
-    #: ~0.1 us each instead of a call each).
+    #: it is known durable (:meth:`Block.confirm`).
     ack: PendingAppend | None = field(default=None, compare=False, repr=False)
     #: The write's memory this frame's batch is a slice of (None: the batch owns its memory).
     share: Share | None = field(default=None, compare=False, repr=False)
@@ -69,12 +70,8 @@ class Frame:
 
     def durable(self) -> bool:
         """Whether its append became durable (waiting for it if still running)."""
-        ack = self.ack  # (read once: :meth:`confirm` may clear it meanwhile)
+        ack = self.ack  # (read once: :meth:`Block.confirm` may clear it meanwhile)
         return ack is None or ack.durable()
-
-    def confirm(self) -> None:
-        """Its append is durable: forget it."""
-        self.ack = None
 
     def value_range(self, column: str) -> tuple[Any, Any]:
         """(min, max) of ``column`` in this frame (None, None when all null); computed
@@ -96,6 +93,34 @@ class Frame:
             return True
 
 
+class _Places:
+    """Where a block's frames lie in the WAL stream, a frame an entry in order, kept as
+    frames are added: a flush takes them as arrays (:class:`FramePlaces`) instead of
+    visiting every frame under the interpreter lock that acknowledges writes."""
+
+    __slots__ = ("_numbers", "at", "lengths", "offsets", "segments")
+
+    def __init__(self) -> None:
+        self._numbers: dict[tuple[str, int], int] = {}
+        self.segments: list[tuple[str, int]] = []
+        self.at, self.offsets, self.lengths = array("q"), array("q"), array("q")
+
+    def add(self, ref: FrameRef) -> None:
+        segment = (ref.path, ref.seed)
+        number = self._numbers.get(segment)
+        if number is None:
+            number = self._numbers[segment] = len(self.segments)
+            self.segments.append(segment)
+        self.at.append(number)
+        self.offsets.append(ref.offset)
+        self.lengths.append(ref.length)
+
+    def first(self, count: int) -> FramePlaces:
+        """The places of the first ``count`` frames (copied: the arrays keep growing)."""
+        places = np.array([np.frombuffer(a, np.int64, count) for a in (self.at, self.offsets, self.lengths)])
+        return FramePlaces(tuple(self.segments), places.reshape(3, count))
+
+
 class Block:
     """One block of one file group; thread-safe."""
 
@@ -115,6 +140,11 @@ class Block:
         #: While evicted: each frame's transaction, rows and place in the WAL stream.
         self._evicted: list[tuple[int, int, FrameRef]] | None = None
         self._index = KeyIndex(header.schema)  # key columns of the frames, built as reads ask
+        self._places = _Places()
+        for frame in self._frames:
+            if frame.ref is not None:
+                self._places.add(frame.ref)
+        self._unconfirmed = sum(1 for f in self._frames if f.ack is not None)  # appends maybe still syncing
         self._txns = {f.txn_id for f in self._frames}
         self.rows = sum(f.batch.num_rows for f in self._frames)
         self.nbytes = sum(f.batch.nbytes for f in self._frames)
@@ -159,6 +189,8 @@ class Block:
         with self._lock:
             if self._frames is not None:
                 self._frames.append(frame)
+            self._places.add(frame.ref)
+            self._unconfirmed += frame.ack is not None
             self._txns.add(frame.txn_id)
             self.rows += frame.batch.num_rows
             self.nbytes += nbytes
@@ -166,6 +198,14 @@ class Block:
     def seal(self) -> None:
         """Close the block: nothing more is appended."""
         self.sealed = True
+
+    def confirm(self, frame: Frame) -> None:
+        """``frame``'s append is durable: it forgets the append, and once every frame's
+        is forgotten a flush lists the block's frames without asking each."""
+        with self._lock:
+            if frame.ack is not None:
+                frame.ack = None
+                self._unconfirmed -= 1
 
     def settle(self) -> bool:
         """Wait until every frame's append finished; whether all became durable."""
@@ -225,28 +265,30 @@ class Block:
         read = read_frames(self._fileio, refs, self.header.schema)
         return [_frame(f, ref) for f, ref in zip(read, refs, strict=True)]
 
-    def wal_frames(self, keep: Callable[[int], bool]) -> tuple[list[FrameRef], int] | None:
+    def wal_frames(self, keep: Callable[[int], bool]) -> tuple[FramePlaces, int] | None:
         """Where each durable frame whose transaction ``keep`` takes lies in the WAL stream,
         in order, and their row count, without reading a frame back; None for a block of
         an older version (its own block file holds its frames)."""
         if self.path is not None:
             return None
         with self._lock:
+            # (a round holds tens of thousands of frames, and this runs under the
+            # interpreter lock that acknowledges writes: when every append is confirmed
+            # and every transaction kept, the places are taken whole, no frame visited)
+            held = self._frames if self._frames is not None else self._evicted
+            assert held is not None, "a dropped block has no frames"
+            if not self._unconfirmed and all(keep(t) for t in self._txns):
+                return self._places.first(len(held)), self.rows
             frames = None if self._frames is None else list(self._frames)
             evicted = self._evicted
-            rows, txns = self.rows, set(self._txns)
         if frames is None:
-            assert evicted is not None, "a dropped block has no frames"
+            assert evicted is not None
             kept = [(rows, ref) for txn, rows, ref in evicted if keep(txn)]
-            return [ref for _, ref in kept], sum(rows for rows, _ in kept)
-        # (a round holds tens of thousands of frames, and this runs under the interpreter
-        # lock that acknowledges writes: each transaction asked once, rows counted per
-        # frame only when some are left out)
-        kept_txns = {t for t in txns if keep(t)}
-        taken = [f for f in frames if (f.ack is None or f.durable()) and f.txn_id in kept_txns]
+            return FramePlaces.of([ref for _, ref in kept]), sum(rows for rows, _ in kept)
+        taken = [f for f in frames if f.durable() and keep(f.txn_id)]
         refs = [f.ref for f in taken if f.ref is not None]
         assert len(refs) == len(taken), "a durable frame of the stream knows where it lies"
-        return refs, rows if len(taken) == len(frames) else sum(f.batch.num_rows for f in taken)
+        return FramePlaces.of(refs), sum(f.batch.num_rows for f in taken)
 
     def key_frames(self, pinned: Mapping[str, list[Any]]) -> list[tuple[Frame, np.ndarray]] | None:
         """The durable frames holding a pinned value in every pinned column, each with

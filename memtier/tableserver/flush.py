@@ -33,7 +33,7 @@ from memtier.hudi.writer import ensure_partition_metadata, plan_changes, planned
 from memtier.io import FileIO
 from memtier.wal import FrameRef, read_frames
 
-__all__ = ["FlushGroup", "FlushJob", "FlushRows", "Planned", "WalRows", "read_rows"]
+__all__ = ["FlushGroup", "FlushJob", "FlushRows", "FramePlaces", "Planned", "WalRows", "read_rows"]
 
 
 @dataclass(frozen=True)
@@ -48,13 +48,54 @@ class FlushGroup:
 
 
 @dataclass(frozen=True)
+class FramePlaces:
+    """Where frames lie in the WAL stream, in order, compactly: the segments (path, CRC
+    seed), and each frame's segment number, offset and length as one int64 array of
+    shape (3, frames). A round of small writes holds tens of thousands of frames: a
+    :class:`~memtier.wal.FrameRef` object each cost the table server ~0.3 us a frame to
+    list and again to encode for the worker, under the interpreter lock that
+    acknowledges writes."""
+
+    segments: tuple[tuple[str, int], ...]
+    places: np.ndarray
+
+    @classmethod
+    def of(cls, refs: Sequence[FrameRef]) -> FramePlaces:
+        segments: dict[tuple[str, int], int] = {}
+        at = [segments.setdefault((r.path, r.seed), len(segments)) for r in refs]
+        places = np.array([at, [r.offset for r in refs], [r.length for r in refs]], dtype=np.int64).reshape(3, -1)
+        return cls(tuple(segments), places)
+
+    @classmethod
+    def joined(cls, parts: Sequence[FramePlaces]) -> FramePlaces:
+        """The frames of ``parts``, one after the other."""
+        segments: dict[tuple[str, int], int] = {}
+        placed = []
+        for part in parts:
+            numbers = np.array([segments.setdefault(s, len(segments)) for s in part.segments], dtype=np.int64)
+            renumbered = part.places.copy()
+            renumbered[0] = numbers[part.places[0]] if len(numbers) else part.places[0]
+            placed.append(renumbered)
+        places = np.concatenate(placed, axis=1) if placed else np.zeros((3, 0), np.int64)
+        return cls(tuple(segments), places)
+
+    def __len__(self) -> int:
+        return self.places.shape[1]
+
+    def refs(self) -> list[FrameRef]:
+        """Each frame's :class:`~memtier.wal.FrameRef`."""
+        at, offsets, lengths = self.places.tolist()
+        return [FrameRef(*self.segments[s], o, n) for s, o, n in zip(at, offsets, lengths, strict=True)]
+
+
+@dataclass(frozen=True)
 class WalRows:
     """A file group's rows for a flush as where they lie in the WAL stream (each frame's
     record, in write order): whoever runs the flush reads them there
     (:func:`~memtier.wal.read_frames`), so they never cross a pipe. Blocks of older versions, with block files of their own,
     are flushed from a table of their rows instead."""
 
-    refs: tuple[FrameRef, ...]
+    places: FramePlaces
     num_rows: int
 
 

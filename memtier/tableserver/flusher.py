@@ -44,7 +44,15 @@ from memtier.hudi.tablemeta import TableMeta
 from memtier.io import FileIO, open_fileio, read_gently
 from memtier.placement import pin
 from memtier.rpc.codec import dumps, error_from_wire, error_to_wire, loads, table_from_ipc, table_to_ipc
-from memtier.tableserver.flush import FlushGroup, FlushJob, FlushRows, Planned, WalRows, read_rows
+from memtier.tableserver.flush import (
+    FlushGroup,
+    FlushJob,
+    FlushRows,
+    FramePlaces,
+    Planned,
+    WalRows,
+    read_rows,
+)
 from memtier.tableserver.memory import return_freed_memory
 from memtier.wal import FrameRef
 
@@ -88,7 +96,7 @@ class InlineFlusher:
     def run(self, meta: TableMeta, instant: str, groups: Sequence[FlushGroup], rows: Sequence[FlushRows],
             planned: Callable[[Planned], None]) -> tuple[Planned, list[dict[str, Any]]]:
         schema = flagged_schema(meta.physical)
-        tables = read_rows(self._wal, [r.refs if isinstance(r, WalRows) else r for r in rows], schema)
+        tables = read_rows(self._wal, [r.places.refs() if isinstance(r, WalRows) else r for r in rows], schema)
         job = FlushJob(meta, instant, groups, tables)
         plan = job.plan()
         planned(plan)
@@ -246,22 +254,17 @@ def _widen(fd: int) -> None:
 
 def _refs(rows: FlushRows) -> dict[str, Any] | None:
     """Where ``rows`` lie in the WAL, as the worker's request carries it (None: sent as
-    IPC): the segments, and each frame's segment, offset and length as int64 bytes (a
-    round of small writes holds tens of thousands of frames: a JSON list each cost the
-    table server ~2 us a frame under its interpreter lock)."""
+    IPC): the segments, and each frame's segment, offset and length as int64 bytes
+    (:class:`~memtier.tableserver.flush.FramePlaces`)."""
     if not isinstance(rows, WalRows):
         return None
-    segments: dict[tuple[str, int], int] = {}
-    at = [segments.setdefault((r.path, r.seed), len(segments)) for r in rows.refs]
-    placed = np.array([at, [r.offset for r in rows.refs], [r.length for r in rows.refs]], dtype=np.int64)
-    return {"segments": [[path, seed] for path, seed in segments], "frames": placed.tobytes()}
+    return {"segments": [[path, seed] for path, seed in rows.places.segments], "frames": rows.places.places.tobytes()}
 
 
 def _frame_refs(where: Mapping[str, Any]) -> list[FrameRef]:
     """The frames a request's :func:`_refs` names."""
-    segments = [(str(path), int(seed)) for path, seed in where["segments"]]
-    at, offsets, lengths = np.frombuffer(where["frames"], dtype=np.int64).reshape(3, -1).tolist()
-    return [FrameRef(*segments[s], offset, length) for s, offset, length in zip(at, offsets, lengths, strict=True)]
+    segments = tuple((str(path), int(seed)) for path, seed in where["segments"])
+    return FramePlaces(segments, np.frombuffer(where["frames"], dtype=np.int64).reshape(3, -1)).refs()
 
 
 # == the worker process =================================================================

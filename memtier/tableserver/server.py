@@ -43,7 +43,7 @@ from memtier.latency import LatencyWindow
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
 from memtier.tableserver.block import Block, Frame, Share
 from memtier.tableserver.filegroup import FileGroup, FileGroupKey
-from memtier.tableserver.flush import FlushGroup, FlushRows, Planned, WalRows
+from memtier.tableserver.flush import FlushGroup, FlushRows, FramePlaces, Planned, WalRows
 from memtier.tableserver.flusher import Flusher, InlineFlusher, ProcessFlusher
 from memtier.tableserver.master_link import FlushedBlock, MasterLink
 from memtier.tableserver.memory import MemoryAccount
@@ -399,7 +399,7 @@ class TableServer:
         schema = flagged_schema(t.meta.physical)
         payloads = [frame_payload(schema, batch) for _, batch in pieces]
         pending: PendingAppend | None = None
-        made: list[Frame] = []
+        made: list[tuple[Block, Frame]] = []
         rows = added = 0
         estimate = share.nbytes // len(pieces)  # a block's size grows by its share
         try:
@@ -425,7 +425,7 @@ class TableServer:
                     # read back only when the block is evicted)
                     frame = Frame(txn_id, producer_id, producer_seq, batch, ack=pending, share=share, ref=ref)
                     group.add(block, frame, estimate)
-                    made.append(frame)
+                    made.append((block, frame))
                     rows += batch.num_rows
                     added += 1
                     if block.nbytes >= self._block_max_bytes:
@@ -435,8 +435,8 @@ class TableServer:
             self.memory.release(sum(share.drop() for _ in range(len(pieces) - added)))
             if pending is not None:
                 pending.wait()
-        for frame in made:
-            frame.confirm()
+        for block, frame in made:
+            block.confirm(frame)
         return rows
 
     def fence_txn(self, txn_id: int) -> None:
@@ -775,7 +775,7 @@ class TableServer:
         flush_group = FlushGroup(group.key.partition, group.key.file_id, new)
         placed = [p for b in blocks if (p := b.wal_frames(snapshot.committed)) is not None]
         if len(placed) == len(blocks):
-            return flush_group, WalRows(tuple(ref for refs, _ in placed for ref in refs), sum(n for _, n in placed))
+            return flush_group, WalRows(FramePlaces.joined([p for p, _ in placed]), sum(n for _, n in placed))
         batches = [f.batch for b in blocks for f in b.frames() if snapshot.committed(f.txn_id)]
         return flush_group, pa.Table.from_batches(batches, schema=group.schema)
 
