@@ -49,7 +49,7 @@ def _size(value: object) -> int:
     if isinstance(value, dict):
         return sum(_size(v) for v in value.values())
     if isinstance(value, LogFilter):
-        return sum(len(bloom.encoded) for bloom in value.blooms.values())
+        return sum(len(bloom.encoded) for block in value.blocks for bloom in block.values())
     return 0
 
 

@@ -27,13 +27,21 @@ from memtier.hudi.tablemeta import FILE_NAME, TableMeta
 from memtier.hudi.timeline import Timeline
 from memtier.io import join
 
-__all__ = ["FileGroupChange", "FileGroupPlan", "plan_file_group_write", "plan_log_write", "write_file_group"]
+__all__ = ["LOG_BLOCK_ROWS", "FileGroupChange", "FileGroupPlan", "log_block_rows", "plan_file_group_write",
+           "plan_log_write", "write_file_group"]
 
 _NULL_COMMIT = "null"  # what Hudi writes as prevCommit for a new file group
 #: Rows per log data block: a larger change is written as several blocks of the same
 #: instant in its log file (as Hudi splits blocks by size), which bounds the memory that
-#: encoding one block takes.
-LOG_BLOCK_ROWS = 100_000
+#: encoding one block takes and what a lookup decodes (the row-group size of base files:
+#: with a key filter per block, :mod:`memtier.hudi.logfilters`, a lookup decodes the
+#: blocks that may hold its keys, not the whole file).
+LOG_BLOCK_ROWS = 16_384
+
+
+def log_block_rows(records: pa.Table) -> list[pa.Table]:
+    """``records`` as the data blocks of a log file hold them, in order."""
+    return [records.slice(start, LOG_BLOCK_ROWS) for start in range(0, records.num_rows, LOG_BLOCK_ROWS)]
 
 
 @dataclass(frozen=True)
@@ -169,8 +177,8 @@ def _write_log(meta: TableMeta, plan: FileGroupPlan, instant: str) -> tuple[int,
         if change.num_upserts:
             records = _records(meta, plan, instant, change.file_id)
             encode = avro_data_block if meta.config.log_block_format == "avro" else parquet_data_block
-            for start in range(0, records.num_rows, LOG_BLOCK_ROWS):
-                block = encode(records.slice(start, LOG_BLOCK_ROWS), meta.avro_schema_with_meta, instant)
+            for rows in log_block_rows(records):
+                block = encode(rows, meta.avro_schema_with_meta, instant)
                 sizes.append(len(block))
                 yield block
         ordering = meta.merge_spec.ordering_column

@@ -31,7 +31,7 @@ import pyarrow.types as pat
 
 from memtier.hudi.keys import java_string_hashes
 
-__all__ = ["FOOTER_PREFIX", "KeyBloom", "footer_filters", "key_filter_metadata"]
+__all__ = ["FOOTER_PREFIX", "KeyBloom", "footer_filters", "hashes_of", "key_filter_metadata"]
 
 FOOTER_PREFIX = "memtier.key_filter."
 _VERSION = 1
@@ -59,7 +59,7 @@ class KeyBloom:
     @classmethod
     def of(cls, column: pa.Array | pa.ChunkedArray) -> KeyBloom | None:
         """The filter of ``column``'s values; None for a column of another type, or too long."""
-        hashed = _hashes(column)
+        hashed = hashes_of(column)
         if hashed is None or len(hashed) > MAX_ROWS:
             return None
         size = max(64, -(-len(hashed) * _BITS_PER_KEY // 64) * 64)
@@ -87,7 +87,11 @@ class KeyBloom:
 
     def may_hold(self, values: pa.Array) -> bool:
         """False only when no value of ``values`` (of the filtered column's type) is in it."""
-        hashed = _hashes(values)
+        return self.may_hold_hashed(hashes_of(values))
+
+    def may_hold_hashed(self, hashed: np.ndarray | None) -> bool:
+        """:meth:`may_hold` of values hashed already (:func:`hashes_of`: a read probes
+        many filters with the same few values)."""
         if hashed is None:
             return True
         if len(hashed) <= _FEW:  # a lookup's key or two: array steps would cost ~10x
@@ -138,7 +142,7 @@ def _encoded_length(size: int) -> int:
     return 4 * -(-(_HEADER.size + size // 8) // 3)
 
 
-def _hashes(column: Any) -> np.ndarray | None:
+def hashes_of(column: Any) -> np.ndarray | None:
     """A 64-bit hash (uint64) of each value but nulls (they match nothing); None for
     types not filtered."""
     if isinstance(column, pa.ChunkedArray):

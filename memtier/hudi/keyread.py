@@ -43,7 +43,7 @@ import pyarrow.types as pat
 
 from memtier.hudi.basefile import key_order
 from memtier.hudi.filters import Filter, pinned_values, to_expression
-from memtier.hudi.keyfilter import KeyBloom, footer_filters
+from memtier.hudi.keyfilter import KeyBloom, footer_filters, hashes_of
 from memtier.io import FileIO
 
 if TYPE_CHECKING:
@@ -64,6 +64,9 @@ class KeyFilter:
     #: fit it), made once per read rather than once per row group or log block
     _searched: dict[tuple[str, pa.DataType], np.ndarray | list[str] | None] = field(
         default_factory=dict, compare=False, repr=False)
+    #: (column, type) -> the pinned values' Bloom hashes (None: they do not fit it), made
+    #: once per read rather than once per file or log block probed
+    _hashed: dict[tuple[str, pa.DataType], np.ndarray | None] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, filters: Sequence[Filter]) -> KeyFilter | None:
@@ -84,11 +87,14 @@ class KeyFilter:
             bloom = blooms.get(column)
             if bloom is None or column not in schema.names:
                 continue
-            try:
-                probe = pa.array(values, schema.field(column).type)
-            except (pa.ArrowException, TypeError, ValueError, OverflowError):
-                continue  # values that do not fit the column: the expression decides
-            if not bloom.may_hold(probe):
+            kind = schema.field(column).type
+            hashed = self._hashed.get((column, kind), False)
+            if hashed is False:
+                try:
+                    hashed = self._hashed[(column, kind)] = hashes_of(pa.array(values, kind))
+                except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                    hashed = self._hashed[(column, kind)] = None  # values that do not fit: the expression decides
+            if hashed is not None and not bloom.may_hold_hashed(hashed):
                 return False
         return True
 

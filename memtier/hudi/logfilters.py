@@ -6,13 +6,17 @@ partition. Base files answer through the key filters in their footers
 has not decoded a new log file yet decoded it (its records and their key index) on the
 first lookup after the commit that wrote it, in every partition: five log files for one
 key in ``memtier demo``. With these filters it decodes only the log files that may hold
-the key (~1% false positives).
+the key (~1% false positives), and in it only the data blocks that may hold the key (a
+flush writes a log file's records as blocks of :data:`~memtier.hudi.filegroup.LOG_BLOCK_ROWS`:
+a lookup decodes one block of 16,384 records, not the whole file).
 
 A commit of a partitioned table writes, before it completes,
-``.hoodie/.aux/memtier/keyfilters/<instant>.json``: ``{"version": 1, "files": {<log file
-path in the table>: {"size": <bytes>, "filters": {<footer entry name>: <entry>}}}}``, the
-entries as base files' footers hold them, for each of its log files without deletes (a
-delete block's keys are record-key strings, which the filters do not cover). Readers use an entry only when its commit has
+``.hoodie/.aux/memtier/keyfilters/<instant>.json``: ``{"version": 2, "files": {<log file
+path in the table>: {"size": <bytes>, "blocks": [{<footer entry name>: <entry>}, ...]}}}``,
+one filter set per data block in the file's order, the entries as base files' footers
+hold them, for each of its log files without deletes (a delete block's keys are
+record-key strings, which the filters do not cover); files of version 1 (one filter set
+for the whole file) are ignored. Readers use an entry only when its commit has
 completed (a rolled-back flush's file is ignored), and only for a log file of exactly
 that size (blocks another writer appended later are not in it). They look at the files of
 the newest :data:`READ_WINDOW` commits; writers keep those of the newest :data:`KEEP`.
@@ -44,7 +48,7 @@ __all__ = ["KEEP", "READ_WINDOW", "LogFilter", "delete_log_filters", "log_filter
 log = logging.getLogger(__name__)
 
 _DIR = (".hoodie", ".aux", "memtier", "keyfilters")
-_VERSION = 1
+_VERSION = 2
 #: Readers look at the filter files of this many newest commits ...
 READ_WINDOW = 16
 #: ... and writers keep this many (a reader may still be listing the timeline before).
@@ -53,25 +57,27 @@ KEEP = 2 * READ_WINDOW
 
 @dataclass(frozen=True)
 class LogFilter:
-    """The key filters of one log file as written: its size then, and a filter per key column."""
+    """The key filters of one log file as written: its size then, and for each of its data
+    blocks in order, a filter per key column."""
 
     size: int
-    blooms: Mapping[str, KeyBloom]
+    blocks: tuple[Mapping[str, KeyBloom], ...]
 
 
 def _folder(meta: TableMeta) -> str:
     return join(meta.base_path, *_DIR)
 
 
-def write_log_filters(meta: TableMeta, instant: str, files: Mapping[str, tuple[int, pa.Table]]) -> None:
+def write_log_filters(meta: TableMeta, instant: str, files: Mapping[str, tuple[int, list[pa.Table]]]) -> None:
     """Write the filters of ``instant``'s log files (path in the table -> its size and the
-    key columns of every record in it), then delete the files of commits older than the
-    newest :data:`KEEP`. A failure is logged, not raised: without the file, readers decode."""
+    key columns of the records of each of its data blocks), then delete the files of
+    commits older than the newest :data:`KEEP`. A failure is logged, not raised: without
+    the file, readers decode."""
     if not files:
         return
     entries = {
-        path: {"size": size, "filters": key_filter_metadata(keys, meta.filtered_key_fields)}
-        for path, (size, keys) in files.items()
+        path: {"size": size, "blocks": [key_filter_metadata(keys, meta.filtered_key_fields) for keys in blocks]}
+        for path, (size, blocks) in files.items()
     }
     folder = _folder(meta)
     try:
@@ -111,8 +117,9 @@ def _read(meta: TableMeta, path: str) -> dict[str, LogFilter]:
         if content.get("version") != _VERSION:
             return {}
         return {
-            file: LogFilter(int(entry["size"]),
-                            footer_filters({k.encode(): v.encode() for k, v in entry["filters"].items()}))
+            file: LogFilter(int(entry["size"]), tuple(
+                footer_filters({k.encode(): v.encode() for k, v in block.items()}) for block in entry["blocks"]
+            ))
             for file, entry in content["files"].items()
         }
     except FileNotFoundError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache, partial
 
 import pyarrow as pa
@@ -15,7 +15,7 @@ from memtier.hudi.cache import SliceCache
 from memtier.hudi.fsview import FileSlice
 from memtier.hudi.keyread import KeyFilter, LogKeys, read_key_rows
 from memtier.hudi.keys import record_keys
-from memtier.hudi.logfilters import log_filters
+from memtier.hudi.logfilters import LogFilter, log_filters
 from memtier.hudi.logformat import (
     BlockType,
     HeaderKey,
@@ -96,31 +96,80 @@ def _keys_readable(meta: TableMeta, keys: KeyFilter) -> bool:
 
 #: One log block of a file, decoded: (instant, block type, rollback target, merge entry).
 _Block = tuple[str | None, BlockType, str | None, LogEntry | None]
+_DATA = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA)
+
+
+def _parsed(meta: TableMeta, path: str) -> list[LogBlock]:
+    """The blocks of one log file, framed, not decoded (corrupt blocks skipped)."""
+    found = []
+    for block in iter_blocks(memoryview(meta.io.read_bytes(path)), path):
+        if block.block_type == BlockType.CORRUPT:
+            log.warning("skipping a corrupt log block in %s at byte %d", path, block.offset)
+            continue
+        found.append(block)
+    return found
+
+
+def _decoded(meta: TableMeta, block: LogBlock, columns: Sequence[str]) -> _Block:
+    """One block, decoded."""
+    entry = None
+    if block.block_type in _DATA:
+        load = _load_columns(meta, columns)
+        records = conform_columns(read_data_block(block, _written(block, load)), meta.file_schema, load)
+        entry = LogEntry(records=_with_record_keys(records, meta).select(list(columns)))
+    elif block.block_type == BlockType.DELETE:
+        ordering = meta.merge_spec.ordering_column
+        deletes = read_delete_block(block, meta.physical.field(ordering).type if ordering else None)
+        entry = LogEntry(
+            deleted_keys=deletes.column("record_key").combine_chunks(),
+            deleted_ordering=deletes.column("ordering_val").combine_chunks(),
+        )
+    target = block.target_instant_time if block.block_type == BlockType.COMMAND else None
+    return block.instant_time, block.block_type, target, entry
 
 
 def _decoded_blocks(meta: TableMeta, path: str, columns: Sequence[str]) -> list[_Block]:
     """Every block of one log file, decoded (corrupt blocks skipped)."""
-    load = _load_columns(meta, columns)
-    ordering = meta.merge_spec.ordering_column
-    ordering_type = meta.physical.field(ordering).type if ordering else None
-    decoded: list[_Block] = []
-    for block in iter_blocks(memoryview(meta.io.read_bytes(path)), path):
-        entry = None
-        if block.block_type == BlockType.CORRUPT:
-            log.warning("skipping a corrupt log block in %s at byte %d", path, block.offset)
-            continue
-        if block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
-            records = conform_columns(read_data_block(block, _written(block, load)), meta.file_schema, load)
-            entry = LogEntry(records=_with_record_keys(records, meta).select(list(columns)))
-        elif block.block_type == BlockType.DELETE:
-            deletes = read_delete_block(block, ordering_type)
-            entry = LogEntry(
-                deleted_keys=deletes.column("record_key").combine_chunks(),
-                deleted_ordering=deletes.column("ordering_val").combine_chunks(),
-            )
-        target = block.target_instant_time if block.block_type == BlockType.COMMAND else None
-        decoded.append((block.instant_time, block.block_type, target, entry))
-    return decoded
+    return [_decoded(meta, block, columns) for block in _parsed(meta, path)]
+
+
+class _CachedLog:
+    """One log file of a given size, its blocks decoded one at a time as reads need them
+    and kept in ``cache`` (a lookup decodes only the blocks that may hold its keys): the
+    file is read and framed once (its blocks' headers and places cached), then a block
+    not decoded yet is read alone, by its place."""
+
+    def __init__(self, meta: TableMeta, path: str, size: int, cache: SliceCache) -> None:
+        self._meta, self._path, self._size, self._cache = meta, path, size, cache
+        self._framed: list[LogBlock] | None = None
+
+    def headers(self) -> list[tuple[str | None, BlockType, str | None, int, int]]:
+        """Each block's instant, type, rollback target, offset and size."""
+        def framed() -> list[tuple[str | None, BlockType, str | None, int, int]]:
+            self._framed = _parsed(self._meta, self._path)
+            return [(b.instant_time, b.block_type, b.target_instant_time if b.block_type == BlockType.COMMAND else None,
+                     b.offset, b.size) for b in self._framed]
+        return self._cache.get(("log headers", self._path, self._size), framed)
+
+    def _block(self, number: int) -> LogBlock:
+        if self._framed is not None:
+            return self._framed[number]
+        *_, offset, size = self.headers()[number]
+        return next(iter_blocks(self._meta.io.read_range(self._path, offset, size), self._path))
+
+    def entry(self, number: int, columns: Sequence[str]) -> LogEntry | None:
+        """Block ``number``'s merge entry."""
+        return self._cache.get(("log block", self._path, self._size, tuple(columns), number),
+                               lambda: _decoded(self._meta, self._block(number), columns))[3]
+
+    def keys(self, number: int, columns: Sequence[str], key_columns: Sequence[str]) -> LogKeys | None:
+        """A key index of data block ``number`` (None when it lacks a key column)."""
+        def index() -> LogKeys | None:
+            entry = self.entry(number, columns)
+            if entry is None or entry.records is None or not all(c in entry.records.column_names for c in key_columns):
+                return None
+            return LogKeys.of(entry.records.select(list(key_columns)))
+        return self._cache.get(("log keys", self._path, self._size, tuple(columns), tuple(key_columns), number), index)
 
 
 def _written(block: LogBlock, columns: Sequence[str]) -> pa.Schema | None:
@@ -148,11 +197,12 @@ def read_log_entries(
 
     Blocks of instants that are not completed in ``visible`` are skipped, and a rollback
     command block drops every earlier block of its target instant, as Hudi readers do.
-    A ``cache`` keeps each log file decoded, keyed by its path and size (``sizes``, as
-    listed: a file only ever grows by appended blocks), for every later read. With a
-    ``key_filter`` only the records of those keys are kept (through a key index of each
-    block, kept in the cache too), and a log file whose key filters hold none of them is
-    not read (:mod:`memtier.hudi.logfilters`).
+    A ``cache`` keeps each block of a log file decoded, keyed by the file's path and size
+    (``sizes``, as listed: a file only ever grows by appended blocks), for every later
+    read. With a ``key_filter`` only the records of those keys are kept (through a key
+    index of each block, kept in the cache too), and the data blocks whose key filters
+    hold none of them are not decoded, nor a file none of whose blocks does
+    (:mod:`memtier.hudi.logfilters`).
     """
     tagged: list[tuple[str, LogEntry]] = []
     paths = slice_.log_file_paths(meta.base_path)
@@ -160,37 +210,47 @@ def read_log_entries(
                if key_filter is not None and cache is not None and sizes is not None and meta.filtered_key_fields
                else {})
     for i, path in enumerate(paths):
-        written = filters.get(join(slice_.partition_path, slice_.log_files[i].name))
-        if written is not None and written.size == sizes[i] and not key_filter.may_be_in(written.blooms, meta.file_schema):
-            continue  # holds none of the keys: not decoded (its blocks hold no rollback command)
-        load = partial(_decoded_blocks, meta, path, columns)
-        indexes: list[LogKeys | None] | None = None
         if cache is None or sizes is None:
-            blocks = load()
+            blocks: Iterable[_Block] = _decoded_blocks(meta, path, columns)
         else:
-            blocks = cache.get(("log", path, sizes[i], tuple(columns)), load)
-            if key_filter is not None:
-                indexes = cache.get(("log keys", path, sizes[i], tuple(columns), tuple(key_filter.columns)),
-                                    partial(_block_keys, blocks, key_filter.columns))
-        for number, (instant, block_type, target, entry) in enumerate(blocks):
+            written = filters.get(join(slice_.partition_path, slice_.log_files[i].name))
+            blocks = _cached_blocks(meta, _CachedLog(meta, path, sizes[i], cache), columns, visible, key_filter,
+                                    written if written is not None and written.size == sizes[i] else None)
+        for instant, block_type, target, entry in blocks:
             if block_type == BlockType.COMMAND:
                 tagged = [(t, e) for t, e in tagged if t != target]
             elif entry is not None and instant is not None and visible.is_completed(instant):
-                if key_filter is not None:
-                    entry = _filtered(entry, key_filter, indexes[number] if indexes is not None else None)
+                if key_filter is not None and cache is None:
+                    entry = _filtered(entry, key_filter)
                 if entry is not None:
                     tagged.append((instant, entry))
     return [entry for _, entry in tagged]
 
 
-def _block_keys(blocks: Sequence[_Block], columns: Sequence[str]) -> list[LogKeys | None]:
-    """A key index of each data block holding ``columns`` (None for the others)."""
-    return [
-        LogKeys.of(entry.records.select(list(columns)))
-        if entry is not None and entry.records is not None and all(c in entry.records.column_names for c in columns)
-        else None
-        for _, _, _, entry in blocks
-    ]
+def _cached_blocks(meta: TableMeta, logged: _CachedLog, columns: Sequence[str], visible: Timeline,
+                   key_filter: KeyFilter | None, written: LogFilter | None) -> Iterator[_Block]:
+    """The blocks of a cached log file a read needs, decoded (only the records of the
+    ``key_filter``'s keys): rollback commands, and the data and delete blocks of
+    completed instants, but not the data blocks whose ``written`` key filters hold none
+    of the keys (none of the file's when no block's does)."""
+    holding = None  # which blocks may hold the keys (None: any)
+    if written is not None and key_filter is not None:
+        holding = [key_filter.may_be_in(blooms, meta.file_schema) for blooms in written.blocks]
+        if not any(holding):
+            return  # not read at all (a file with filters holds no rollback command)
+    headers = logged.headers()
+    if holding is not None and (len(holding) != len(headers) or any(h[1] not in _DATA for h in headers)):
+        holding = None  # not the blocks the filters were written for
+    for number, (instant, block_type, target, _, _) in enumerate(headers):
+        if block_type == BlockType.COMMAND:
+            yield instant, block_type, target, None
+            continue
+        if instant is None or not visible.is_completed(instant) or (holding is not None and not holding[number]):
+            continue
+        entry = logged.entry(number, columns)
+        if entry is not None and key_filter is not None:
+            entry = _filtered(entry, key_filter, logged.keys(number, columns, key_filter.columns))
+        yield instant, block_type, target, entry
 
 
 def read_slice(

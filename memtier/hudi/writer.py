@@ -27,6 +27,7 @@ from memtier.hudi.commit import CommitMetadata, WriteStat
 from memtier.hudi.filegroup import (
     FileGroupChange,
     FileGroupPlan,
+    log_block_rows,
     plan_file_group_write,
     write_file_group,
 )
@@ -182,7 +183,7 @@ def write_files(
     stats = parallel_map(one, plans)
     if meta.filtered_key_fields:
         write_log_filters(meta, instant, {
-            plan.relative_path: (stat.file_size, plan.change.upserts.select(list(meta.filtered_key_fields)))
+            plan.relative_path: (stat.file_size, log_block_rows(plan.change.upserts.select(list(meta.filtered_key_fields))))
             for plan, stat in zip(plans, stats, strict=True)
             if plan.kind == "log" and plan.change.upserts is not None and not plan.change.num_deletes
         })

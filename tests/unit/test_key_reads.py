@@ -117,12 +117,12 @@ def test_log_files_decoded_once_and_new_commits_still_seen(tmp_path: Path) -> No
     cache = SliceCache()
     table.write(pa.table({"id": [7], "ts": [3], "city": ["x"], "v": [1.0]}, schema=table.schema))
     assert both(table, [("id", "=", 7)], cache)[0][0][3] == 1.0
-    logs = {k for k in cache._entries if k[0] == "log"}
+    logs = {k for k in cache._entries if k[0] == "log block"}
     assert logs
     table.write(pa.table({"id": [7], "ts": [4], "city": ["x"], "v": [2.0]}, schema=table.schema))
     assert both(table, [("id", "=", 7)], cache)[0][0][3] == 2.0
-    assert logs <= {k for k in cache._entries if k[0] == "log"}  # the first log file was not decoded again
-    assert {k[1:3] for k in cache._entries if k[0] == "log keys"} == {k[1:3] for k in cache._entries if k[0] == "log"}
+    assert logs <= {k for k in cache._entries if k[0] == "log block"}  # the first log file was not decoded again
+    assert {k[1:3] for k in cache._entries if k[0] == "log keys"} == {k[1:3] for k in cache._entries if k[0] == "log block"}
     table.write(pa.table({"id": [250, 3, 120, 7], "ts": [5, 5, 5, 5], "city": ["y"] * 4, "v": [3.0, 4.0, 5.0, 6.0]},
                          schema=table.schema))  # a log block out of key order: found through its index
     for k, v in [(250, 3.0), (3, 4.0), (120, 5.0), (7, 6.0), (8, 12.0)]:

@@ -1,7 +1,8 @@
-"""Key filters of log files (memtier.hudi.logfilters): a commit writes the filters of its
-log files, a key read decodes only the log files that may hold its keys, and a filter
-file that does not match the log file (another size, a commit that did not complete, an
-unreadable file) is ignored, never trusted: the reads stay exact."""
+"""Key filters of log files (memtier.hudi.logfilters): a commit writes the filters of each
+data block of its log files, a key read decodes only the blocks (and so the log files)
+that may hold its keys, and a filter file that does not match the log file (another size,
+other blocks, a commit that did not complete, an unreadable file) is ignored, never
+trusted: the reads stay exact."""
 
 from __future__ import annotations
 
@@ -42,15 +43,15 @@ def filter_files(table: HudiTable) -> list[Path]:
 
 
 def lookup(table: HudiTable, cache: SliceCache, key: int) -> tuple[list[dict], int]:
-    """The rows of ``key`` and how many log files the read decoded."""
+    """The rows of ``key`` and how many log blocks the read decoded."""
     decoded = []
-    real = slicereader._decoded_blocks
+    real = slicereader._decoded
 
-    def counted(meta, path, columns):  # noqa: ANN001, ANN202
-        decoded.append(path)
-        return real(meta, path, columns)
+    def counted(meta, block, columns):  # noqa: ANN001, ANN202
+        decoded.append(block.offset)
+        return real(meta, block, columns)
 
-    with patch.object(slicereader, "_decoded_blocks", counted):
+    with patch.object(slicereader, "_decoded", counted):
         found = read_table(table.meta, filters=[("k", "=", key)], cache=cache)
     return found.to_pylist(), len(decoded)
 
@@ -65,12 +66,32 @@ def test_a_key_read_decodes_only_the_log_files_that_may_hold_the_key(table: Hudi
     assert lookup(table, cache, 45) == ([{"k": 45, "o": 1, "part": "a"}], 0)  # in no log file
 
 
+def test_a_key_read_decodes_only_the_blocks_of_a_log_file_that_may_hold_the_key(tmp_path: Path) -> None:
+    with patch("memtier.hudi.filegroup.LOG_BLOCK_ROWS", 4):
+        t = HudiTable.create(str(tmp_path / "t"), SCHEMA, record_key="k", ordering_field="o",
+                             partition_fields="part", buckets=1)
+        t.write(rows(range(60), 1))
+        t.write(rows(range(30), 2))  # 10 rows a partition: three blocks in each log file
+    [written] = filter_files(t)
+    assert {len(entry["blocks"]) for entry in json.loads(written.read_text())["files"].values()} == {3}
+    cache = SliceCache()
+    for key in range(30):
+        assert lookup(t, cache, key)[0] == [{"k": key, "o": 2, "part": PARTS[key % 3]}]
+    assert lookup(t, SliceCache(), 4) == ([{"k": 4, "o": 2, "part": "b"}], 1)  # one block of three
+    assert lookup(t, SliceCache(), 45) == ([{"k": 45, "o": 1, "part": "a"}], 0)
+    content = json.loads(written.read_text())
+    for entry in content["files"].values():
+        entry["blocks"] = entry["blocks"][:2]  # filters of other blocks than the file holds
+    written.write_text(json.dumps(content))
+    assert lookup(t, SliceCache(), 4) == ([{"k": 4, "o": 2, "part": "b"}], 3)  # every block of its file
+
+
 def test_a_filter_of_another_size_is_not_trusted(table: HudiTable) -> None:
     [written] = filter_files(table)
     content = json.loads(written.read_text())
     for entry in content["files"].values():
         entry["size"] += 1  # as if another writer had appended blocks since
-        entry["filters"] = {name: _empty_filter(value) for name, value in entry["filters"].items()}
+        entry["blocks"] = [{name: _empty_filter(value) for name, value in block.items()} for block in entry["blocks"]]
     written.write_text(json.dumps(content))
     assert lookup(table, SliceCache(), 4) == ([{"k": 4, "o": 2, "part": "b"}], 3)
 
