@@ -36,6 +36,7 @@ RUNS = {
                   "--visible-batches", "2", "--cost-reads", "1"],
     "lookup": ["-m", "bench.lookup", "--sizes", "2000", "--lookups", "5", "--baseline-lookups", "1",
                "--visible-batches", "2", "--rows-per-batch", "100"],
+    "log_lookup": ["-m", "bench.log_lookup", "--rows", "20000", "--lookups", "3"],
     "memory_lookup": ["-m", "bench.memory_lookup", "--sizes", "2000", "--lookups", "5", "--rows-per-write", "1000"],
     "hudi_spark_peer": ["-m", "bench.hudi_spark_peer", "--batches", "2", "--rows-per-batch", "1000",
                         "--visible-batches", "1"],
