@@ -49,7 +49,7 @@ from memtier.io import FileIO
 if TYPE_CHECKING:
     from memtier.hudi.cache import SliceCache
 
-__all__ = ["GroupKeys", "KeyFilter", "LogKeys", "read_key_rows"]
+__all__ = ["GroupKeys", "KeyFilter", "LogKeys", "equal_ranges", "read_key_rows"]
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class KeyFilter:
                     wanted = self._searched[(column, kind)] = _searchable(values, kind)
                 if wanted is None:
                     break
-                candidates = _equal_ranges(ordered, wanted)
+                candidates = equal_ranges(ordered, wanted)
                 if len(self.pinned) == 1 or not len(candidates):
                     return candidates
                 mask = self._pinned_mask(group.table.take(pa.array(candidates)))
@@ -251,7 +251,7 @@ class LogKeys:
 
 
 def _searchable(values: Sequence[Any], kind: pa.DataType) -> np.ndarray | list[str] | None:
-    """``values`` as :func:`_equal_ranges` searches a column of type ``kind`` for them
+    """``values`` as :func:`equal_ranges` searches a column of type ``kind`` for them
     (integers: sorted unique numpy; strings: a sorted list); None when they do not fit."""
     if pat.is_integer(kind):
         try:
@@ -263,7 +263,7 @@ def _searchable(values: Sequence[Any], kind: pa.DataType) -> np.ndarray | list[s
     return None
 
 
-def _equal_ranges(ordered: np.ndarray | pa.Array, wanted: np.ndarray | list[str]) -> np.ndarray:
+def equal_ranges(ordered: np.ndarray | pa.Array, wanted: np.ndarray | list[str]) -> np.ndarray:
     """The rows of a non-decreasing column holding one of the ``wanted`` values, in order."""
     if isinstance(ordered, np.ndarray):
         starts = np.searchsorted(ordered, wanted, side="left")

@@ -31,6 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
 
+from memtier.hudi.keyread import equal_ranges
+
 __all__ = ["KeyIndex"]
 
 #: Arrays a column keeps (strings, or an integer column's tail) before merging them into one.
@@ -93,9 +95,7 @@ class _SortedRuns:
         numbers = np.unique(numbers)  # a value asked twice: its rows once
         found = []
         for values, rows in self.runs:
-            starts = np.searchsorted(values, numbers, side="left")
-            ends = np.searchsorted(values, numbers, side="right")
-            found.extend(rows[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True) if b > a)
+            found.append(rows[equal_ranges(values, numbers)])
         first = self.tail_first
         for part in self.tail:
             found.append(np.flatnonzero(_equal_any(part, numbers)) + first)
