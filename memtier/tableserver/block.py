@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import time
-from array import array
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +23,7 @@ import pyarrow.compute as pc
 from memtier.hudi.deletes import DELETE_FLAG, flagged_schema
 from memtier.io import FileIO
 from memtier.master.state import TxnSnapshot
-from memtier.tableserver.flush import FramePlaces
+from memtier.tableserver.flush import FramePlaces, PlaceLog
 from memtier.tableserver.keyindex import KeyIndex
 from memtier.wal import FrameRef, PendingAppend, WalFrame, WalHeader, read_frames, read_wal
 from memtier.wal.format import WalContents
@@ -93,34 +92,6 @@ class Frame:
             return True
 
 
-class _Places:
-    """Where a block's frames lie in the WAL stream, a frame an entry in order, kept as
-    frames are added: a flush takes them as arrays (:class:`FramePlaces`) instead of
-    visiting every frame under the interpreter lock that acknowledges writes."""
-
-    __slots__ = ("_numbers", "at", "lengths", "offsets", "segments")
-
-    def __init__(self) -> None:
-        self._numbers: dict[tuple[str, int], int] = {}
-        self.segments: list[tuple[str, int]] = []
-        self.at, self.offsets, self.lengths = array("q"), array("q"), array("q")
-
-    def add(self, ref: FrameRef) -> None:
-        segment = (ref.path, ref.seed)
-        number = self._numbers.get(segment)
-        if number is None:
-            number = self._numbers[segment] = len(self.segments)
-            self.segments.append(segment)
-        self.at.append(number)
-        self.offsets.append(ref.offset)
-        self.lengths.append(ref.length)
-
-    def first(self, count: int) -> FramePlaces:
-        """The places of the first ``count`` frames (copied: the arrays keep growing)."""
-        places = np.array([np.frombuffer(a, np.int64, count) for a in (self.at, self.offsets, self.lengths)])
-        return FramePlaces(tuple(self.segments), places.reshape(3, count))
-
-
 class Block:
     """One block of one file group; thread-safe."""
 
@@ -140,7 +111,7 @@ class Block:
         #: While evicted: each frame's transaction, rows and place in the WAL stream.
         self._evicted: list[tuple[int, int, FrameRef]] | None = None
         self._index = KeyIndex(header.schema)  # key columns of the frames, built as reads ask
-        self._places = _Places()
+        self._places = PlaceLog()
         for frame in self._frames:
             if frame.ref is not None:
                 self._places.add(frame.ref)

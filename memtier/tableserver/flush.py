@@ -11,6 +11,7 @@ then :meth:`FlushJob.write` (the files, written durably: their write stats).
 from __future__ import annotations
 
 import dataclasses
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +34,7 @@ from memtier.hudi.writer import ensure_partition_metadata, plan_changes, planned
 from memtier.io import FileIO
 from memtier.wal import FrameRef, read_frames
 
-__all__ = ["FlushGroup", "FlushJob", "FlushRows", "FramePlaces", "Planned", "WalRows", "read_rows"]
+__all__ = ["FlushGroup", "FlushJob", "FlushRows", "FramePlaces", "PlaceLog", "Planned", "WalRows", "read_rows"]
 
 
 @dataclass(frozen=True)
@@ -61,10 +62,10 @@ class FramePlaces:
 
     @classmethod
     def of(cls, refs: Sequence[FrameRef]) -> FramePlaces:
-        segments: dict[tuple[str, int], int] = {}
-        at = [segments.setdefault((r.path, r.seed), len(segments)) for r in refs]
-        places = np.array([at, [r.offset for r in refs], [r.length for r in refs]], dtype=np.int64).reshape(3, -1)
-        return cls(tuple(segments), places)
+        log = PlaceLog()
+        for ref in refs:
+            log.add(ref)
+        return log.first(len(refs))
 
     @classmethod
     def joined(cls, parts: Sequence[FramePlaces]) -> FramePlaces:
@@ -86,6 +87,34 @@ class FramePlaces:
         """Each frame's :class:`~memtier.wal.FrameRef`."""
         at, offsets, lengths = self.places.tolist()
         return [FrameRef(*self.segments[s], o, n) for s, o, n in zip(at, offsets, lengths, strict=True)]
+
+
+class PlaceLog:
+    """Where frames lie in the WAL stream, a frame an entry in order, kept as frames are
+    added (a block keeps one: a flush takes its frames' places as arrays instead of
+    visiting every frame under the interpreter lock that acknowledges writes)."""
+
+    __slots__ = ("_numbers", "at", "lengths", "offsets", "segments")
+
+    def __init__(self) -> None:
+        self._numbers: dict[tuple[str, int], int] = {}
+        self.segments: list[tuple[str, int]] = []
+        self.at, self.offsets, self.lengths = array("q"), array("q"), array("q")
+
+    def add(self, ref: FrameRef) -> None:
+        segment = (ref.path, ref.seed)
+        number = self._numbers.get(segment)
+        if number is None:
+            number = self._numbers[segment] = len(self.segments)
+            self.segments.append(segment)
+        self.at.append(number)
+        self.offsets.append(ref.offset)
+        self.lengths.append(ref.length)
+
+    def first(self, count: int) -> FramePlaces:
+        """The places of the first ``count`` frames (copied: the arrays keep growing)."""
+        places = np.array([np.frombuffer(a, np.int64, count) for a in (self.at, self.offsets, self.lengths)])
+        return FramePlaces(tuple(self.segments), places.reshape(3, count))
 
 
 @dataclass(frozen=True)
