@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -39,6 +37,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.batches import percentiles_ms
+from bench.ceiling import scratch_dir
 from bench.common import report
 from memtier import HudiTable
 from memtier.config import TableServerConfig
@@ -108,13 +107,9 @@ def main() -> None:
     parser.add_argument("--lookups", type=int, default=40)
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     args = parser.parse_args()
-    root = Path(args.dir or tempfile.mkdtemp(prefix="memtier-bench-log-lookup-"))
     load = os.getloadavg()
-    try:
+    with scratch_dir(Path(args.dir) if args.dir else None) as root:
         result = run(root, args)
-    finally:
-        if args.dir is None:
-            shutil.rmtree(root, ignore_errors=True)
     keys = ["log_rows", "lookups", "blocks_decoded", "lookup_p50_ms", "lookup_p99_ms", "decode_ms", "decode_vs_lookup"]
     print(f"load average before {load[0]:.2f}, after {os.getloadavg()[0]:.2f}")
     report("log_lookup", HEADER, [[result[k] for k in keys]],

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -38,6 +36,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.batches import make_batches, percentiles_ms
+from bench.ceiling import scratch_dir
 from bench.common import report
 from memtier.config import TableServerConfig
 from tests.support.inprocess import InProcessCluster
@@ -91,13 +90,9 @@ def main() -> None:
     parser.add_argument("--rows-per-write", type=int, default=10_000)
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     args = parser.parse_args()
-    root = Path(args.dir or tempfile.mkdtemp(prefix="memtier-bench-memory-lookup-"))
     load = os.getloadavg()
-    try:
+    with scratch_dir(Path(args.dir) if args.dir else None) as root:
         results = [cell(root / f"cell-{size}", size, args) for size in (int(s) for s in args.sizes.split(","))]
-    finally:
-        if args.dir is None:
-            shutil.rmtree(root, ignore_errors=True)
     keys = ["rows", "blocks", "first_ms", "lookup_p50_ms", "lookup_p99_ms", "scan_p50_ms", "scan_vs_lookup"]
     print(f"{args.lookups} lookups a cell; load average before {load[0]:.2f}, after {os.getloadavg()[0]:.2f}")
     report("memory_lookup", HEADER, [[r[k] for k in keys] for r in results],
