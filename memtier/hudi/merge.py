@@ -346,7 +346,11 @@ def _ordering(table: pa.Table, spec: MergeSpec) -> pa.Array | None:
 def latest_per_key(
     keys: pa.Array, ordering: pa.Array | None, positions: np.ndarray
 ) -> np.ndarray | None:
-    """Row indices of each key's winning version, or None when every key is unique."""
+    """Row indices of each key's winning version (the greatest ordering value, a null one
+    losing, then the greatest position), in key order; None when every key is unique."""
+    fast = _latest_integer(keys, ordering, positions)
+    if fast is not None:
+        return None if len(fast) == len(keys) else fast
     if pc.count_distinct(keys).as_py() == len(keys):
         return None
     sort_table = pa.table({"k": keys, "p": pa.array(positions)})
@@ -363,6 +367,36 @@ def latest_per_key(
         differs = pc.not_equal(sorted_keys.slice(1), sorted_keys.slice(0, n - 1))
         last_of_run[:-1] = differs.to_numpy(zero_copy_only=False)
     return order.to_numpy()[last_of_run]
+
+
+def _latest_integer(keys: pa.Array, ordering: pa.Array | None, positions: np.ndarray) -> np.ndarray | None:
+    """:func:`latest_per_key` in numpy when the keys are integers and the ordering values
+    integers (or absent), neither null (keys not uint64), and ``positions`` ascend (rows in write order, as
+    flushes and log folds give them); None when that does not hold. Each key's rows are
+    found by one sort of (key, row) packed into an int64 where they fit (~4x faster than
+    Arrow's three-column sort), else by a stable argsort."""
+    integer = pat.is_integer
+    if not integer(keys.type) or keys.type == pa.uint64() or keys.null_count or (
+        ordering is not None and (not integer(ordering.type) or ordering.null_count)
+    ) or len(keys) < 2 or not bool(np.all(positions[1:] > positions[:-1])):
+        return None
+    values = keys.to_numpy().astype(np.int64, copy=False)
+    n = len(values)
+    low = int(values.min())
+    if (int(values.max()) - low + 1) * n < 2**62:
+        packed = (values - low) * n + np.arange(n, dtype=np.int64)
+        packed.sort()
+        rows = packed % n
+    else:
+        rows = np.argsort(values, kind="stable")
+    sorted_keys = values[rows]
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    if ordering is None:  # the last row of each key
+        return rows[np.r_[starts[1:], n] - 1]
+    order_values = ordering.to_numpy()[rows]
+    best = np.repeat(np.maximum.reduceat(order_values, starts), np.diff(np.r_[starts, n]))
+    candidates = np.where(order_values == best, np.arange(n), -1)
+    return rows[np.maximum.reduceat(candidates, starts)]
 
 
 def _sorted_integer_keys(keys: pa.Array) -> np.ndarray | None:
