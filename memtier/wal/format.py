@@ -60,7 +60,7 @@ import struct
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import crc32c
 import pyarrow as pa
@@ -122,6 +122,10 @@ class RecordKind(enum.IntEnum):
     FRAME = 1
     SEAL = 2
     BLOCK = 3
+
+
+#: Record kinds by their number (a lookup per record read, not the enum's own).
+_RECORD_KINDS = {kind.value: kind for kind in RecordKind}
 
 
 class WalKind(enum.IntEnum):
@@ -437,8 +441,9 @@ def _parse_header_body(body: pa.Buffer, path: str, offset: int, kind: WalKind) -
         raise CorruptFileError(path, offset, f"unreadable header: {e}") from e
 
 
-@dataclass(frozen=True)
-class _Record:
+class _Record(NamedTuple):
+    """A record header as read (a tuple: one is made per record a read or recovery walks)."""
+
     kind: RecordKind
     payload_length: int
     sync_mark: int
@@ -480,13 +485,14 @@ def _parse_record(
         producer_id,
         seq,
     ) = _RECORD.unpack_from(header, 0)
-    if kind not in tuple(RecordKind):
+    record_kind = _RECORD_KINDS.get(kind)
+    if record_kind is None:
         return f"unknown record kind {kind}"
     if end + payload_length > data.size:
         return f"incomplete record: {payload_length} payload bytes announced"
     payload_ok = not check_payload or crc32c.crc32c(view[end : end + payload_length]) == payload_crc
     return _Record(
-        RecordKind(kind), payload_length, sync_mark, txn_id, producer_id, seq, block_ref,
+        record_kind, payload_length, sync_mark, txn_id, producer_id, seq, block_ref,
         payload_crc, payload_ok,
     )
 
