@@ -348,9 +348,9 @@ def latest_per_key(
 ) -> np.ndarray | None:
     """Row indices of each key's winning version (the greatest ordering value, a null one
     losing, then the greatest position), in key order; None when every key is unique."""
-    fast = _latest_integer(keys, ordering, positions)
-    if fast is not None:
-        return None if len(fast) == len(keys) else fast
+    if _in_numpy(keys, ordering, positions):
+        return _latest_integer(keys.to_numpy().astype(np.int64, copy=False),
+                               None if ordering is None else ordering.to_numpy())
     if pc.count_distinct(keys).as_py() == len(keys):
         return None
     sort_table = pa.table({"k": keys, "p": pa.array(positions)})
@@ -369,21 +369,30 @@ def latest_per_key(
     return order.to_numpy()[last_of_run]
 
 
-def _latest_integer(keys: pa.Array, ordering: pa.Array | None, positions: np.ndarray) -> np.ndarray | None:
-    """:func:`latest_per_key` in numpy when the keys are integers and the ordering values
-    integers (or absent), neither null (keys not uint64), and ``positions`` ascend (rows in write order, as
-    flushes and log folds give them); None when that does not hold. Each key's rows are
-    found by one sort of (key, row) packed into an int64 where they fit (~4x faster than
-    Arrow's three-column sort), else by a stable argsort."""
+def _in_numpy(keys: pa.Array, ordering: pa.Array | None, positions: np.ndarray) -> bool:
+    """Whether :func:`_latest_integer` serves these inputs: integer keys (not uint64) and
+    integer ordering values (or none), neither null, and ``positions`` ascending (rows in
+    write order, as flushes and log folds give them)."""
     integer = pat.is_integer
-    if not integer(keys.type) or keys.type == pa.uint64() or keys.null_count or (
-        ordering is not None and (not integer(ordering.type) or ordering.null_count)
-    ) or len(keys) < 2 or not bool(np.all(positions[1:] > positions[:-1])):
-        return None
-    values = keys.to_numpy().astype(np.int64, copy=False)
+    return (
+        integer(keys.type) and keys.type != pa.uint64() and not keys.null_count
+        and (ordering is None or (integer(ordering.type) and not ordering.null_count))
+        and bool(np.all(positions[1:] > positions[:-1]))
+    )
+
+
+def _latest_integer(values: np.ndarray, ordering: np.ndarray | None) -> np.ndarray | None:
+    """:func:`latest_per_key` for integer keys, rows in write order, in numpy. Dense keys
+    that never repeat are told by counting them (no sort); otherwise each key's rows are
+    found by one sort of (key, row) packed into an int64 where they fit (~3x faster than
+    Arrow's three-column sort, and than its distinct count), else by a stable argsort."""
     n = len(values)
-    low = int(values.min())
-    if (int(values.max()) - low + 1) * n < 2**62:
+    if n < 2:
+        return None
+    low, high = int(values.min()), int(values.max())
+    if high - low < 8 * n and int(np.bincount(values - low).max()) <= 1:
+        return None
+    if (high - low + 1) * n < 2**62:
         packed = (values - low) * n + np.arange(n, dtype=np.int64)
         packed.sort()
         rows = packed % n
@@ -391,9 +400,11 @@ def _latest_integer(keys: pa.Array, ordering: pa.Array | None, positions: np.nda
         rows = np.argsort(values, kind="stable")
     sorted_keys = values[rows]
     starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    if len(starts) == n:
+        return None
     if ordering is None:  # the last row of each key
         return rows[np.r_[starts[1:], n] - 1]
-    order_values = ordering.to_numpy()[rows]
+    order_values = ordering[rows]
     best = np.repeat(np.maximum.reduceat(order_values, starts), np.diff(np.r_[starts, n]))
     candidates = np.where(order_values == best, np.arange(n), -1)
     return rows[np.maximum.reduceat(candidates, starts)]

@@ -1,8 +1,8 @@
 """Pre-combine (`latest_per_key`): each key's winning version, against a brute force.
 
-Integer keys take the numpy path (one sort of packed (key, row) values, or a stable
-argsort where they do not fit); other keys, null ordering values or positions out of
-order take Arrow's sort. Both must pick what Hudi's pre-combine picks: the greatest
+Integer keys take the numpy path (dense keys that never repeat told by counting them,
+otherwise one sort of packed (key, row) values, or a stable argsort where they do not
+fit); other keys, null ordering values or positions out of order take Arrow's sort. Both must pick what Hudi's pre-combine picks: the greatest
 ordering value (a null one losing), then the latest position; winners in key order.
 """
 
