@@ -350,7 +350,7 @@ def latest_per_key(
     losing, then the greatest position), in key order; None when every key is unique."""
     if _in_numpy(keys, ordering, positions):
         return _latest_integer(keys.to_numpy().astype(np.int64, copy=False),
-                               None if ordering is None else ordering.to_numpy())
+                               None if ordering is None else ordering.to_numpy(zero_copy_only=False))
     if pc.count_distinct(keys).as_py() == len(keys):
         return None
     sort_table = pa.table({"k": keys, "p": pa.array(positions)})
@@ -371,14 +371,18 @@ def latest_per_key(
 
 def _in_numpy(keys: pa.Array, ordering: pa.Array | None, positions: np.ndarray) -> bool:
     """Whether :func:`_latest_integer` serves these inputs: integer keys (not uint64) and
-    integer ordering values (or none), neither null, and ``positions`` ascending (rows in
-    write order, as flushes and log folds give them)."""
-    integer = pat.is_integer
+    integer, timestamp, date or duration ordering values (or none), neither null, and
+    ``positions`` ascending (rows in write order, as flushes and log folds give them)."""
     return (
-        integer(keys.type) and keys.type != pa.uint64() and not keys.null_count
-        and (ordering is None or (integer(ordering.type) and not ordering.null_count))
+        pat.is_integer(keys.type) and keys.type != pa.uint64() and not keys.null_count
+        and (ordering is None or (_numpy_ordered(ordering.type) and not ordering.null_count))
         and bool(np.all(positions[1:] > positions[:-1]))
     )
+
+
+def _numpy_ordered(kind: pa.DataType) -> bool:
+    """Whether numpy orders values of ``kind`` as Arrow does (no NaN, no nulls asked)."""
+    return pat.is_integer(kind) or pat.is_timestamp(kind) or pat.is_date(kind) or pat.is_duration(kind)
 
 
 def _latest_integer(values: np.ndarray, ordering: np.ndarray | None) -> np.ndarray | None:
