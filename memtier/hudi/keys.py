@@ -335,8 +335,10 @@ def _integer_hashes(values: np.ndarray) -> np.ndarray:
     table, length = _DIGITS
     values = values.astype(np.int64, copy=False)
     if len(values) and values.min() >= 0 and values.max() < 100_000_000:  # most ids: two chunks at most
-        high, low = np.divmod(values, 10_000)
-        return np.where(high > 0, table[high] * _POWERS_31[4] + table[10_000 + low], table[low])
+        high = values // 10_000  # (a division by a constant and a multiply: half of divmod's time)
+        low = values - high * 10_000
+        both = table[high] * _POWERS_31[4] + table[10_000 + low]
+        return both if high.min() > 0 else np.where(high > 0, both, table[low])
     rest = np.abs(values)  # int64's minimum stays negative: hashed on its own below
     hashes = np.zeros(len(values), np.uint32)
     done = np.zeros(len(values), np.int64)  # characters hashed so far

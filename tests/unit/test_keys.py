@@ -155,7 +155,9 @@ def test_integer_keys_hash_as_their_decimal_strings(dtype: pa.DataType) -> None:
     small = [*rng.integers(0, 10**8, 2000), 9_999, 10_000, 10_001, 99_999_999]  # the two-chunk fast path
     values = np.r_[rng.integers(info.min, info.max, 2000, dtype=np.int64, endpoint=True), edges]
     values = values[(values >= info.min) & (values <= info.max)]
-    for batch in (values, np.array([v for v in small if v <= info.max], dtype=np.int64)):
+    fits = [v for v in small if v <= info.max]
+    five_digits_up = [v for v in fits if v >= 10_000]  # the fast path's every-row-has-two-chunks case
+    for batch in (values, np.array(fits, dtype=np.int64), np.array(five_digits_up, dtype=np.int64)):
         table = pa.table({"n": pa.array(batch, dtype)})
         for buckets in (1, 16, 1_000_003):
             assert bucket_ids(table, ["n"], buckets).tolist() == [
