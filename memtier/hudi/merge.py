@@ -32,7 +32,10 @@ import pyarrow.types as pat
 
 from memtier.hudi.basefile import sort_by_key
 
-__all__ = ["Deletes", "LogEntry", "MergeSpec", "compact_file_group", "fold_log", "latest_per_key", "merge_file_group"]
+__all__ = [
+    "Deletes", "LogEntry", "MergeSpec", "compact_file_group", "dense_repeats", "fold_log", "latest_per_key",
+    "merge_file_group",
+]
 
 
 @dataclass(frozen=True)
@@ -394,7 +397,7 @@ def _latest_integer(values: np.ndarray, ordering: np.ndarray | None) -> np.ndarr
     if n < 2:
         return None
     low, high = int(values.min()), int(values.max())
-    if high - low < 8 * n and int(np.bincount(values - low).max()) <= 1:
+    if dense_repeats(values, low, high) is False:
         return None
     if (high - low + 1) * n < 2**62:
         packed = (values - low) * n + np.arange(n, dtype=np.int64)
@@ -412,6 +415,15 @@ def _latest_integer(values: np.ndarray, ordering: np.ndarray | None) -> np.ndarr
     best = np.repeat(np.maximum.reduceat(order_values, starts), np.diff(np.r_[starts, n]))
     candidates = np.where(order_values == best, np.arange(n), -1)
     return rows[np.maximum.reduceat(candidates, starts)]
+
+
+def dense_repeats(values: np.ndarray, low: int, high: int) -> bool | None:
+    """Whether a value of ``values`` (integers from ``low`` to ``high``) repeats, told by
+    counting them, without a sort, when they are dense (a span under 8x their number, as
+    ids are); None when they are not."""
+    if high - low >= 8 * len(values):
+        return None
+    return int(np.bincount(values - low).max()) > 1
 
 
 def _sorted_integer_keys(keys: pa.Array) -> np.ndarray | None:

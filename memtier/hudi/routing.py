@@ -15,7 +15,7 @@ from memtier.errors import InvalidArgumentError
 from memtier.hudi.filegroup import FileGroupChange
 from memtier.hudi.filenames import bucket_file_id
 from memtier.hudi.keys import KeyColumns, bucket_ids, partition_paths
-from memtier.hudi.merge import latest_per_key
+from memtier.hudi.merge import dense_repeats, latest_per_key
 from memtier.hudi.tablemeta import TableMeta
 
 __all__ = [
@@ -65,9 +65,9 @@ def all_unique(keys: pa.Array, integer_keys: np.ndarray | None) -> bool:
         return pc.count_distinct(keys).as_py() == len(keys)
     if len(integer_keys) < 2:
         return True
-    low, high = int(integer_keys.min()), int(integer_keys.max())
-    if high - low < 8 * len(integer_keys):  # dense ids: count them, no sort
-        return int(np.bincount(integer_keys - low).max()) <= 1
+    repeats = dense_repeats(integer_keys, int(integer_keys.min()), int(integer_keys.max()))
+    if repeats is not None:
+        return not repeats
     ordered = np.sort(integer_keys)
     return bool(np.all(ordered[1:] != ordered[:-1]))
 
