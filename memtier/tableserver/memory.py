@@ -15,7 +15,10 @@ Python) keeps two arenas and maps blocks over 1 MiB on their own, so freeing the
 them (its growing mmap threshold otherwise keeps them in the heap), while a write's smaller
 temporaries reuse heap memory (at 128 KiB a 16-bucket write mapped and faulted in ~270
 more pages: 422 page faults a write instead of 153), and the heap keeps at most 16 MiB
-free at its top. bench/RESULTS.md has the numbers.
+free at its top. A write's WAL payloads, alive only until written, come from mimalloc
+(:func:`~memtier.wal.format.frame_payload`): it keeps their few freed megabytes for the
+next write, where jemalloc would fault their pages in anew each time. bench/RESULTS.md has
+the numbers.
 """
 
 from __future__ import annotations
