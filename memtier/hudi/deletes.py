@@ -90,10 +90,27 @@ def prepare_write(
     return with_delete_flags(conformed, flags)
 
 
+class _AllFalse:
+    """All-False boolean columns: slices of one shared array, grown as needed (~0.5 us
+    where making a write's flags anew took ~10)."""
+
+    def __init__(self) -> None:
+        self._array = pa.array(np.zeros(0, dtype=bool))
+
+    def __call__(self, rows: int) -> pa.Array:
+        array = self._array
+        if len(array) < rows:
+            array = self._array = pa.array(np.zeros(max(rows, 2 * len(array)), dtype=bool))
+        return array.slice(0, rows)
+
+
+_all_false = _AllFalse()
+
+
 def with_delete_flags(table: pa.Table, flags: pa.Array | None = None) -> pa.Table:
     """``table`` with the delete flag column last (all False when ``flags`` is None)."""
     if flags is None:
-        flags = pa.array(np.zeros(table.num_rows, dtype=bool))
+        flags = _all_false(table.num_rows)
     if DELETE_FLAG in table.column_names:
         return table.set_column(table.column_names.index(DELETE_FLAG), DELETE_FLAG, flags)
     return table.append_column(pa.field(DELETE_FLAG, pa.bool_(), nullable=False), flags)

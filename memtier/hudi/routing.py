@@ -31,10 +31,12 @@ def _partition_codes(meta: TableMeta, table: pa.Table) -> tuple[np.ndarray, list
 def _group_codes(
     table: pa.Table, fields: Sequence[str], hive_style: bool, row_buckets: np.ndarray, buckets: int
 ) -> tuple[np.ndarray, list[str]]:
-    """Each row's file group as one small number (partition * buckets + bucket, the
-    narrowest unsigned type), and the partition paths by partition number."""
+    """Each row's file group as a number (partition * buckets + bucket; the bucket itself
+    without partitions), and the partition paths by partition number."""
+    if not fields:
+        return row_buckets, [""]
     codes, partitions = _codes(table, fields, hive_style)
-    return _small_codes(codes * buckets + row_buckets.astype(np.int64)), partitions
+    return codes * buckets + row_buckets.astype(np.int64), partitions
 
 
 def _codes(table: pa.Table, fields: Sequence[str], hive_style: bool) -> tuple[np.ndarray, list[str]]:
@@ -114,14 +116,19 @@ def _grouped(
     if len(group) < 2 or bool(np.all(group[1:] >= group[:-1])):  # as clients send them: no sort
         order, sorted_groups = np.arange(len(group)), group
     else:
-        order = np.argsort(group, kind="stable")
+        order = _stable_order(group)
         sorted_groups = group[order]
-    starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
-    ends = np.r_[starts[1:], len(order)]
+    starts = [0, *(np.flatnonzero(sorted_groups[1:] != sorted_groups[:-1]) + 1).tolist()] if len(group) else []
+    ends = [*starts[1:], len(order)]
     return tuple(
-        (partitions[int(sorted_groups[a]) // buckets], int(sorted_groups[a]) % buckets, order[a:b])
-        for a, b in zip(starts, ends, strict=True)
+        (partitions[code // buckets], code % buckets, order[a:b])
+        for code, a, b in zip(sorted_groups[starts].tolist(), starts, ends, strict=True)
     )
+
+
+def _stable_order(group: np.ndarray) -> np.ndarray:
+    """The stable sort order of file-group numbers (radix-sorted in the narrowest type)."""
+    return np.argsort(_small_codes(group), kind="stable")
 
 
 def file_group_order(
@@ -141,7 +148,7 @@ def file_group_order(
     group, _ = _group_codes(table, partition_fields, False, row_buckets, buckets)
     if len(group) < 2 or bool(np.all(group[1:] >= group[:-1])):
         return None
-    return np.argsort(group, kind="stable")
+    return _stable_order(group)
 
 
 def producer_bucket(producer_id: bytes, sequence: int, buckets: int) -> int:

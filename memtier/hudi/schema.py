@@ -147,6 +147,8 @@ def conform(data: Any, schema: pa.Schema, required: Sequence[str] | None = None)
     must be present, and the result holds only them.
     """
     table = to_table(data)
+    if required is None and table.schema.equals(schema, check_metadata=True):
+        return table
     wanted = list(required) if required is not None else schema.names
     present = set(table.column_names)
     missing = [n for n in wanted if n not in present]

@@ -880,7 +880,7 @@ def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
 def _file_group_rows(
     meta: TableMeta, table: pa.Table, keyless_bucket: int
 ) -> tuple[tuple[str, int, np.ndarray | None], ...]:
-    """(partition, bucket, row indices) of each file group ``table`` touches; None for
+    """(partition, bucket, row indices, ascending) of each file group ``table`` touches; None for
     the indices when one file group takes every row in order (one bucket, no partitions:
     no key hashing, no copy). Bad record keys are refused either way. An append-only
     table's rows all go to ``keyless_bucket`` (of each partition)."""
@@ -899,18 +899,31 @@ def _by_file_group(
 ) -> tuple[pa.RecordBatch, list[pa.RecordBatch]]:
     """``table``'s rows as one batch in file-group order (one copy; none when one file
     group takes every row in order, or the client sent them in that order:
-    :func:`~memtier.hudi.routing.file_group_order`), and each group's rows as a slice of it."""
+    :func:`~memtier.hudi.routing.file_group_order`), and each group's rows (ascending) as
+    a slice of it."""
     if len(groups) == 1 and groups[0][2] is None:
         whole = table.combine_chunks().to_batches()[0]
         return whole, [whole]
-    order = np.concatenate([rows for _, _, rows in groups])
-    if np.array_equal(order, np.arange(len(order))):
+    if _in_order(groups):
         whole = table.combine_chunks().to_batches()[0]
     else:
+        order = np.concatenate([rows for _, _, rows in groups])
         whole = table.take(pa.array(order)).combine_chunks().to_batches()[0]
     ends = np.cumsum([len(rows) for _, _, rows in groups])
     return whole, [whole.slice(end - len(rows), len(rows))
                    for (_, _, rows), end in zip(groups, ends.tolist(), strict=True)]
+
+
+def _in_order(groups: Sequence[tuple[str, int, np.ndarray | None]]) -> bool:
+    """Whether the groups' rows (each ascending) are the batch's rows in order: each
+    group's first and last row follow the group before (~5 us for 16 groups, where
+    comparing every row took ~20)."""
+    start = 0
+    for _, _, rows in groups:
+        if rows is None or not len(rows) or rows[0] != start or rows[-1] != start + len(rows) - 1:
+            return False
+        start += len(rows)
+    return True
 
 
 def _rows_of(batch: pa.RecordBatch, rows: np.ndarray | None) -> pa.RecordBatch:
