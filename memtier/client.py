@@ -44,6 +44,7 @@ from memtier.hudi.keys import KeyColumns, bucket_ids, whole
 from memtier.hudi.merge import LogEntry
 from memtier.hudi.reader import read_columns, read_instants, read_table
 from memtier.hudi.routing import file_group_order, producer_bucket
+from memtier.hudi.rows import take_rows
 from memtier.hudi.schema import to_table
 from memtier.hudi.slicereader import conform_columns
 from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
@@ -160,7 +161,7 @@ def _in_file_group_order(route: _Routing, table: pa.Table) -> pa.Table:
         order = file_group_order(table, route.record_key, route.partition_fields, route.buckets)
     except MemtierError:
         return table
-    return table if order is None else table.take(pa.array(order))
+    return table if order is None else take_rows(table, order)
 
 
 @dataclass(frozen=True)
@@ -322,7 +323,7 @@ class Client:
         order = np.arange(table.num_rows) if order is None else order
         servers = np.array([route.routing.get(b, "") for b in range(route.buckets)], dtype=object)
         per_row = servers[buckets[order]]  # each server's rows, in file-group order
-        return {s: table.take(pa.array(order[per_row == s])) for s in sorted(set(per_row))}
+        return {s: take_rows(table, order[per_row == s]) for s in sorted(set(per_row))}
 
     # == writes ==========================================================================
     def write(

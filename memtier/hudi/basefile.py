@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from memtier.hudi.keyfilter import key_filter_metadata
 from memtier.hudi.keys import record_keys
 from memtier.hudi.parquetfile import write_parquet
+from memtier.hudi.rows import take_rows
 from memtier.hudi.schema import META_SCHEMA
 from memtier.io import FileIO
 
@@ -135,7 +136,7 @@ def sort_by_key(table: pa.Table, key_columns: str | Sequence[str]) -> pa.Table:
     if table.num_rows < 2 or not columns:
         return table
     order = key_order(table.select(columns))
-    return table if order is None else table.take(pa.array(order))
+    return table if order is None else take_rows(table, order)
 
 
 def key_order(keys: pa.Table) -> np.ndarray | None:

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.types as pat
 
 from memtier.hudi.basefile import sort_by_key
+from memtier.hudi.rows import take_rows
 
 __all__ = [
     "Deletes", "LogEntry", "MergeSpec", "compact_file_group", "dense_repeats", "fold_log", "latest_per_key",
@@ -121,7 +122,7 @@ def compact_file_group(
     order = np.empty(len(from_log), dtype=np.int64)
     order[~from_log] = base_rows
     order[from_log] = base.num_rows + log_order
-    return pa.concat_tables([base, kept_log]).take(pa.array(order))
+    return take_rows(pa.concat_tables([base, kept_log]), order)
 
 
 def _in_key_order(table: pa.Table, key_columns: Sequence[str]) -> pa.Table:
@@ -337,7 +338,7 @@ def _log_winners(data: list[tuple[int, pa.Table]], spec: MergeSpec) -> pa.Table 
     positions = np.concatenate([_positions(i, t.num_rows) for i, t in data])
     keys = log.column(spec.key_column).combine_chunks()
     order = latest_per_key(keys, _ordering(log, spec), positions)
-    return log if order is None else log.take(pa.array(order))
+    return log if order is None else take_rows(log, order)
 
 
 def _ordering(table: pa.Table, spec: MergeSpec) -> pa.Array | None:

@@ -11,10 +11,11 @@ rows stay in the WAL) and read back when a reader or a flush needs them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ from memtier.hudi.fsview import FileSystemView, pending_clustering
 from memtier.hudi.keyread import KeyFilter
 from memtier.hudi.keys import check_keys
 from memtier.hudi.routing import file_groups, producer_bucket, spread
+from memtier.hudi.rows import take_rows
 from memtier.hudi.schema import conform, to_table
 from memtier.hudi.tablemeta import TableMeta
 from memtier.io import FileIO, join, open_fileio, parent, relpath, sweep_temp_files
@@ -127,6 +129,11 @@ class _Table:
     flush_lock: threading.Lock = field(default_factory=threading.Lock)
     publish: threading.Lock = field(default_factory=threading.Lock)  # a flush's completion vs reads
     acknowledged: Tally = field(default_factory=lambda: Tally())
+
+    @functools.cached_property
+    def stored_schema(self) -> pa.Schema:
+        """The schema of its rows in memory and the WAL: the physical one, delete flag last."""
+        return flagged_schema(self.meta.physical)
 
 
 @dataclass
@@ -289,7 +296,7 @@ class TableServer:
 
     def _new_group(self, t: _Table, key: FileGroupKey) -> FileGroup:
         return FileGroup(
-            t.name, key, flagged_schema(t.meta.physical), self._wal_io, self._committer,
+            t.name, key, t.stored_schema, self._wal_io, self._committer,
             flushed_through=t.flushed.get(key, 0), clock=self._clock,
         )
 
@@ -325,7 +332,7 @@ class TableServer:
             batch, meta.schema, key_fields=meta.config.record_key_fields,
             partition_fields=meta.config.partition_fields, ordering_field=meta.config.ordering_field,
         )
-        physical = _conformed(logical, flagged_schema(meta.physical))
+        physical = _conformed(logical, t.stored_schema)
         groups = _file_group_rows(meta, physical, producer_bucket(producer_id, producer_seq, meta.config.buckets or 1))
         foreign = sorted({b for _, b, _ in groups} - t.owned)
         if foreign:
@@ -396,16 +403,15 @@ class TableServer:
             for i, (key, _) in enumerate(pieces):
                 if groups[i] is None:
                     groups[i] = t.groups[key] = self._new_group(t, key)
-        schema = flagged_schema(t.meta.physical)
+        schema = t.stored_schema
         payloads = [frame_payload(schema, batch) for _, batch in pieces]
         pending: PendingAppend | None = None
         made: list[tuple[Block, Frame]] = []
         rows = added = 0
         estimate = share.nbytes // len(pieces)  # a block's size grows by its share
+        locked = sorted({id(g): g for g in groups}.values(), key=lambda g: g.key)
         try:
-            with contextlib.ExitStack() as locks:
-                for group in sorted({id(g): g for g in groups}.values(), key=lambda g: g.key):
-                    locks.enter_context(group.lock)
+            with _all_held([g.lock for g in locked]):
                 fresh = [
                     (group, batch, payload)
                     for group, (_, batch), payload in zip(groups, pieces, payloads, strict=True)
@@ -553,7 +559,7 @@ class TableServer:
                 "refresh the routing and retry"
             )
         unresolved = False
-        stored = flagged_schema(t.meta.physical)
+        stored = t.stored_schema
         names = list(columns) if columns is not None else list(t.meta.physical.names)
         names = names if DELETE_FLAG in names else [*names, DELETE_FLAG]
         schema = pa.schema([stored.field(n) for n in names])
@@ -872,6 +878,21 @@ class TableServer:
         self.flusher.close()
 
 
+@contextlib.contextmanager
+def _all_held(locks: Sequence[threading.Lock]) -> Iterator[None]:
+    """Hold every lock of ``locks`` (taken in this order) for the block; one context for
+    them all (an exit stack spent ~1.5 us a lock)."""
+    taken = 0
+    try:
+        for lock in locks:
+            lock.acquire()
+            taken += 1
+        yield
+    finally:
+        for lock in reversed(locks[:taken]):
+            lock.release()
+
+
 def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table`` with exactly ``schema`` (as :func:`conform`); as is when it has it already."""
     return table if table.schema.equals(schema, check_metadata=True) else conform(table, schema)
@@ -908,7 +929,7 @@ def _by_file_group(
         whole = table.combine_chunks().to_batches()[0]
     else:
         order = np.concatenate([rows for _, _, rows in groups])
-        whole = table.take(pa.array(order)).combine_chunks().to_batches()[0]
+        whole = take_rows(table, order).combine_chunks().to_batches()[0]
     ends = np.cumsum([len(rows) for _, _, rows in groups])
     return whole, [whole.slice(end - len(rows), len(rows))
                    for (_, _, rows), end in zip(groups, ends.tolist(), strict=True)]
@@ -933,7 +954,7 @@ def _rows_of(batch: pa.RecordBatch, rows: np.ndarray | None) -> pa.RecordBatch:
         return batch
     if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
         return batch.slice(int(rows[0]), len(rows))
-    return batch.take(pa.array(rows))
+    return take_rows(batch, rows)
 
 
 def _frames_of_keys(
