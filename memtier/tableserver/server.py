@@ -954,7 +954,7 @@ def _rows_of(batch: pa.RecordBatch, rows: np.ndarray | None) -> pa.RecordBatch:
         return batch
     if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
         return batch.slice(int(rows[0]), len(rows))
-    return take_rows(batch, rows)
+    return batch.take(pa.array(rows))
 
 
 def _frames_of_keys(
