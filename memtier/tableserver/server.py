@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
 import threading
 import time
@@ -345,7 +346,7 @@ class TableServer:
             (FileGroupKey(partition, t.file_ids.get((partition, bucket)) or bucket_file_id(bucket)), piece)
             for (partition, bucket, _), piece in zip(groups, slices, strict=True)
         ]
-        nbytes = whole.nbytes
+        nbytes = whole.get_total_buffer_size()  # (``nbytes`` takes ~12 us to find the same)
         evicted = self._admit(nbytes)
         rows = self._append(t, pieces, Share(nbytes, len(pieces)), txn_id, producer_id, producer_seq)
         self.write_latency.add(time.perf_counter() - started)
@@ -930,9 +931,13 @@ def _by_file_group(
     else:
         order = np.concatenate([rows for _, _, rows in groups])
         whole = take_rows(table, order).combine_chunks().to_batches()[0]
-    ends = np.cumsum([len(rows) for _, _, rows in groups])
-    return whole, [whole.slice(end - len(rows), len(rows))
-                   for (_, _, rows), end in zip(groups, ends.tolist(), strict=True)]
+    sizes = [len(rows) for _, _, rows in groups]
+    return whole, [whole.slice(start, size) for start, size in zip(_starts(sizes), sizes, strict=True)]
+
+
+def _starts(sizes: list[int]) -> list[int]:
+    """Where each of consecutive runs of these sizes starts."""
+    return [0, *itertools.accumulate(sizes[:-1])]
 
 
 def _in_order(groups: Sequence[tuple[str, int, np.ndarray | None]]) -> bool:
