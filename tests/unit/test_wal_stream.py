@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -291,3 +294,29 @@ def test_a_segment_s_blocks_are_listed_from_its_record_headers_alone(root: str) 
     assert declared_blocks(pa.py_buffer(bytes(damaged)), path) == listed
     damaged[frame.offset + 20] ^= 1  # its record header: the walk cannot go on
     assert declared_blocks(pa.py_buffer(bytes(damaged)), path) is None
+
+
+
+_PAYLOAD_POOL_PROBE = """
+import pyarrow as pa
+from memtier.wal.format import frame_payload
+from tests.support.wal import batch_for
+
+batch = batch_for(1, 1, rows=10_000)
+pools = (pa.mimalloc_memory_pool(), pa.default_memory_pool())
+before = [p.bytes_allocated() for p in pools]
+payload = frame_payload(batch.schema, batch)
+print(payload.size, *(p.bytes_allocated() - b for p, b in zip(pools, before)))
+"""
+
+
+def test_a_payload_is_made_in_mimalloc_where_freed_pages_wait_for_the_next_write() -> None:
+    """A table server allocates from jemalloc, which hands freed pages back at once; a
+    write's payload, freed once written, comes from mimalloc instead, so the next one
+    reuses its pages."""
+    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
+    out = subprocess.run([sys.executable, "-c", _PAYLOAD_POOL_PROBE], env=env, capture_output=True,
+                         text=True, check=True, cwd=Path(__file__).resolve().parents[2])
+    size, in_mimalloc, in_default = (int(n) for n in out.stdout.split())
+    assert in_mimalloc >= size > 0
+    assert in_default == 0
