@@ -333,7 +333,7 @@ class TableServer:
             batch, meta.schema, key_fields=meta.config.record_key_fields,
             partition_fields=meta.config.partition_fields, ordering_field=meta.config.ordering_field,
         )
-        physical = _conformed(logical, t.stored_schema)
+        physical = conform(logical, t.stored_schema)
         groups = _file_group_rows(meta, physical, producer_bucket(producer_id, producer_seq, meta.config.buckets or 1))
         foreign = sorted({b for _, b, _ in groups} - t.owned)
         if foreign:
@@ -892,11 +892,6 @@ def _all_held(locks: Sequence[threading.Lock]) -> Iterator[None]:
     finally:
         for lock in reversed(locks[:taken]):
             lock.release()
-
-
-def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with exactly ``schema`` (as :func:`conform`); as is when it has it already."""
-    return table if table.schema.equals(schema, check_metadata=True) else conform(table, schema)
 
 
 def _file_group_rows(
