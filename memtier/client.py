@@ -150,20 +150,6 @@ class _Routing:
         return owned
 
 
-def _in_file_group_order(route: _Routing, table: pa.Table) -> pa.Table:
-    """``table`` with each file group's rows together, as the table server groups them:
-    it then keeps the batch as it came instead of copying it into that order (it still
-    routes every row itself). As it is when it has one bucket, no key, or keys the
-    server will refuse (it says why)."""
-    if route.buckets < 2 or not route.record_key or table.num_rows < 2:
-        return table
-    try:
-        order = file_group_order(table, route.record_key, route.partition_fields, route.buckets)
-    except MemtierError:
-        return table
-    return table if order is None else take_rows(table, order)
-
-
 @dataclass(frozen=True)
 class ReadRequest:
     """One read, as the client was asked for it."""
@@ -305,8 +291,8 @@ class Client:
                 f"table {route.name!r} has no bucket index; memtier writes bucket-indexed tables only"
             )
         owners = set(route.routing.values())
-        if len(owners) == 1:
-            return {owners.pop(): _in_file_group_order(route, table)}
+        if len(owners) == 1:  # sent as it is: the server routes every row itself, reordering none
+            return {owners.pop(): table}
         if not route.record_key:
             return {route.routing.get(producer_bucket(producer_id, seq, route.buckets), ""): table}
         if route.max_batch_rows is not None and table.num_rows > route.max_batch_rows:

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memtier.hudi.deletes import DELETE_FLAG, flagged_schema
+from memtier.hudi.rows import take_rows
 from memtier.io import FileIO
 from memtier.master.state import TxnSnapshot
 from memtier.tableserver.flush import FramePlaces, PlaceLog
@@ -32,9 +33,10 @@ __all__ = ["Block", "Frame", "Share"]
 
 
 class Share:
-    """The memory of one write's rows: one copy in file-group order, each file group's
-    rows a slice of it (one copy instead of one per file group). The copy is freed when
-    the last block holding a slice drops it, so that is when its bytes count as freed."""
+    """The memory of one write's rows: the batch as it came, each file group's rows a
+    slice or a selection of it (one copy instead of one per file group). The batch is
+    freed when the last block holding part of it drops it, so that is when its bytes
+    count as freed."""
 
     __slots__ = ("_left", "_lock", "nbytes")
 
@@ -52,12 +54,14 @@ class Share:
 
 @dataclass
 class Frame:
-    """One acknowledged write into a block."""
+    """One acknowledged write into a block: the rows of ``source`` at ``positions``
+    (ascending; None: all of them)."""
 
     txn_id: int
     producer_id: bytes
     producer_seq: int
-    batch: pa.RecordBatch
+    source: pa.RecordBatch
+    positions: np.ndarray | None = field(default=None, compare=False, repr=False)
     #: The stream append making it durable, while that may still be running; None once
     #: it is known durable (:meth:`Block.confirm`).
     ack: PendingAppend | None = field(default=None, compare=False, repr=False)
@@ -66,6 +70,28 @@ class Frame:
     #: Where its record lies in the WAL stream (None: in the block's own block file).
     ref: FrameRef | None = field(default=None, compare=False, repr=False)
     _ranges: dict[str, tuple[Any, Any]] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def num_rows(self) -> int:
+        return self.source.num_rows if self.positions is None else len(self.positions)
+
+    @property
+    def batch(self) -> pa.RecordBatch:
+        """The frame's rows (taken from the write's batch when a selection of it)."""
+        return self.source if self.positions is None else take_rows(self.source, self.positions)
+
+    def column(self, name: str) -> pa.Array:
+        """One column of the frame's rows."""
+        column = self.source.column(name)
+        return column if self.positions is None else take_rows(column, self.positions)
+
+    def rows_of(self, names: list[str], rows: np.ndarray | None) -> pa.RecordBatch:
+        """The frame's ``rows`` (ascending positions among its rows; None: all) of the
+        columns ``names``: one take of the write's batch when a selection of it."""
+        source = self.source.select(names)
+        if self.positions is None:
+            return _rows_of(source, rows)
+        return take_rows(source, self.positions if rows is None else self.positions[rows])
 
     def durable(self) -> bool:
         """Whether its append became durable (waiting for it if still running)."""
@@ -77,7 +103,7 @@ class Frame:
         once, for reads that skip frames by key."""
         known = self._ranges.get(column)
         if known is None:
-            bounds = pc.min_max(self.batch.column(column))
+            bounds = pc.min_max(self.column(column))
             known = self._ranges[column] = (bounds["min"].as_py(), bounds["max"].as_py())
         return known
 
@@ -117,8 +143,8 @@ class Block:
                 self._places.add(frame.ref)
         self._unconfirmed = sum(1 for f in self._frames if f.ack is not None)  # appends maybe still syncing
         self._txns = {f.txn_id for f in self._frames}
-        self.rows = sum(f.batch.num_rows for f in self._frames)
-        self.nbytes = sum(f.batch.nbytes for f in self._frames)
+        self.rows = sum(f.num_rows for f in self._frames)
+        self.nbytes = sum(f.source.nbytes for f in self._frames)  # (frames read back own their rows)
         self.sealed = sealed
         self.flushed_instant: str | None = None  # the instant that wrote it to the table
         self.flushed_at: float | None = None  # monotonic time of that
@@ -163,7 +189,7 @@ class Block:
             self._places.add(frame.ref)
             self._unconfirmed += frame.ack is not None
             self._txns.add(frame.txn_id)
-            self.rows += frame.batch.num_rows
+            self.rows += frame.num_rows
             self.nbytes += nbytes
 
     def seal(self) -> None:
@@ -207,7 +233,7 @@ class Block:
         if frames is None or not self.sealed or not self.settle():
             return 0  # a frame that never became durable: the block stays in memory
         if self.path is None:
-            self._evicted = [(f.txn_id, f.batch.num_rows, f.ref) for f in frames]  # type: ignore[misc]
+            self._evicted = [(f.txn_id, f.num_rows, f.ref) for f in frames]  # type: ignore[misc]
         return self.drop()
 
     def drop(self) -> int:
@@ -259,7 +285,7 @@ class Block:
         taken = [f for f in frames if f.durable() and keep(f.txn_id)]
         refs = [f.ref for f in taken if f.ref is not None]
         assert len(refs) == len(taken), "a durable frame of the stream knows where it lies"
-        return FramePlaces.of(refs), sum(f.batch.num_rows for f in taken)
+        return FramePlaces.of(refs), sum(f.num_rows for f in taken)
 
     def key_frames(self, pinned: Mapping[str, list[Any]]) -> list[tuple[Frame, np.ndarray]] | None:
         """The durable frames holding a pinned value in every pinned column, each with
@@ -288,6 +314,16 @@ class Block:
         """Every transaction in the block is committed or aborted (it may flush)."""
         with self._lock:
             return all(snapshot.resolved(t) for t in self._txns)
+
+
+def _rows_of(batch: pa.RecordBatch, rows: np.ndarray | None) -> pa.RecordBatch:
+    """``batch``'s ``rows`` (ascending; None: all): a slice when they are one run (a
+    lookup's key is one row of a frame: ~1 us, where a take is ~15), else a take."""
+    if rows is None or len(rows) == batch.num_rows:
+        return batch
+    if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
+        return batch.slice(int(rows[0]), len(rows))
+    return batch.take(pa.array(rows))
 
 
 def _frame(f: WalFrame, ref: FrameRef | None = None) -> Frame:

@@ -222,7 +222,7 @@ class KeyIndex:
                 column = self._columns.get(name)
                 if column is None:
                     column = self._columns[name] = _Column(self._schema.field(name).type)
-                column.extend([frames[i].batch.column(name) for i in range(column.frames, count)])
+                column.extend([frames[i].column(name) for i in range(column.frames, count)])
                 found = column.rows(values)
                 if found is None:
                     return None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import logging
 import threading
 import time
@@ -38,7 +37,6 @@ from memtier.hudi.fsview import FileSystemView, pending_clustering
 from memtier.hudi.keyread import KeyFilter
 from memtier.hudi.keys import check_keys
 from memtier.hudi.routing import file_groups, producer_bucket, spread
-from memtier.hudi.rows import take_rows
 from memtier.hudi.schema import conform, to_table
 from memtier.hudi.tablemeta import TableMeta
 from memtier.io import FileIO, join, open_fileio, parent, relpath, sweep_temp_files
@@ -62,7 +60,7 @@ from memtier.wal import (
     recover_blocks,
     stale_segments,
 )
-from memtier.wal.format import frame_payload
+from memtier.wal.format import Selection, frame_payload
 from memtier.wal.storage import WalEntry
 
 __all__ = ["DELETE_FLAG", "FILE_ID_COLUMN", "PARTITION_COLUMN", "UNRESOLVED", "TableServer", "WriteAck"]
@@ -341,14 +339,16 @@ class TableServer:
                 f"buckets {foreign} of table {table!r} are not on table server {self.server_id}; "
                 "refresh the routing and retry"
             )
-        whole, slices = _by_file_group(physical, groups)
+        whole = physical.combine_chunks().to_batches()[0]  # the rows as they came: never reordered
         pieces = [
-            (FileGroupKey(partition, t.file_ids.get((partition, bucket)) or bucket_file_id(bucket)), piece)
-            for (partition, bucket, _), piece in zip(groups, slices, strict=True)
+            (FileGroupKey(partition, t.file_ids.get((partition, bucket)) or bucket_file_id(bucket)),
+             Selection(whole.num_rows) if rows is None else Selection.of(rows.astype(np.int32, copy=False)))
+            for partition, bucket, rows in groups
         ]
-        nbytes = whole.get_total_buffer_size()  # (``nbytes`` takes ~12 us to find the same)
+        # (``nbytes`` takes ~12 us to find the batch's size)
+        nbytes = whole.get_total_buffer_size() + sum(p.positions.nbytes for _, p in pieces if p.positions is not None)
         evicted = self._admit(nbytes)
-        rows = self._append(t, pieces, Share(nbytes, len(pieces)), txn_id, producer_id, producer_seq)
+        rows = self._append(t, whole, pieces, Share(nbytes, len(pieces)), txn_id, producer_id, producer_seq)
         self.write_latency.add(time.perf_counter() - started)
         t.acknowledged.add(rows, nbytes)
         return WriteAck(rows, batch.num_rows - rows, len(pieces), evicted)
@@ -387,25 +387,27 @@ class TableServer:
     def _append(
         self,
         t: _Table,
-        pieces: list[tuple[FileGroupKey, pa.RecordBatch]],
+        whole: pa.RecordBatch,
+        pieces: list[tuple[FileGroupKey, Selection]],
         share: Share,
         txn_id: int,
         producer_id: bytes,
         producer_seq: int,
     ) -> int:
-        """Append each piece (a slice of the write's ``share``, admitted already) to its
-        file group's open block; the rows appended. Under the file groups' locks (taken in
-        key order) the pieces are queued on the table's WAL stream as one append, and
-        added to memory; the wait until they are durable (one sync, shared with
-        concurrent writes) comes after the locks are released. Reads see the frames once
-        durable."""
+        """Append each piece (the rows of ``whole``, the write admitted as ``share``, that
+        one file group takes) to its file group's open block; the rows appended. Under the
+        file groups' locks (taken in key order) the pieces are queued on the table's WAL
+        stream as one append (the batch written once, each block's frame a selection of
+        it, when it goes to several), and added to memory; the wait until they are durable
+        (one sync, shared with concurrent writes) comes after the locks are released.
+        Reads see the frames once durable."""
         with self._lock:
             groups = [t.groups.get(key) for key, _ in pieces]
             for i, (key, _) in enumerate(pieces):
                 if groups[i] is None:
                     groups[i] = t.groups[key] = self._new_group(t, key)
-        schema = t.stored_schema
-        payloads = [frame_payload(schema, batch) for _, batch in pieces]
+        payload = frame_payload(t.stored_schema, whole)
+        shared = len(pieces) > 1  # else one frame record of the whole batch
         pending: PendingAppend | None = None
         made: list[tuple[Block, Frame]] = []
         rows = added = 0
@@ -414,26 +416,32 @@ class TableServer:
         try:
             with _all_held([g.lock for g in locked]):
                 fresh = [
-                    (group, batch, payload)
-                    for group, (_, batch), payload in zip(groups, pieces, payloads, strict=True)
+                    (group, selection)
+                    for group, (_, selection) in zip(groups, pieces, strict=True)
                     if not group.is_duplicate(producer_id, producer_seq)
                 ]
                 if not fresh:
                     return 0
-                blocks = [group.open_block() for group, _, _ in fresh]
+                blocks = [group.open_block() for group, _ in fresh]
                 queued = t.stream.queue(
-                    [StreamFrame(b.header, p, batch.num_rows)
-                     for b, (_, batch, p) in zip(blocks, fresh, strict=True)],
+                    [StreamFrame(b.header, selection if shared else payload, selection.count)
+                     for b, (_, selection) in zip(blocks, fresh, strict=True)],
                     txn_id=txn_id, producer_id=producer_id, producer_seq=producer_seq,
+                    rows=payload if shared else None,
                 )
                 pending = queued.pending
-                for block, (group, batch, _), ref in zip(blocks, fresh, queued.refs, strict=True):
+                for block, (group, selection), ref in zip(blocks, fresh, queued.refs, strict=True):
                     # memory keeps the batch, not the payload (its record in the stream is
                     # read back only when the block is evicted)
-                    frame = Frame(txn_id, producer_id, producer_seq, batch, ack=pending, share=share, ref=ref)
+                    source, positions = (
+                        (whole, selection.positions) if selection.positions is not None
+                        else (whole.slice(selection.start, selection.count), None)
+                    )
+                    frame = Frame(txn_id, producer_id, producer_seq, source, positions,
+                                  ack=pending, share=share, ref=ref)
                     group.add(block, frame, estimate)
                     made.append((block, frame))
-                    rows += batch.num_rows
+                    rows += selection.count
                     added += 1
                     if block.nbytes >= self._block_max_bytes:
                         block.seal()
@@ -581,7 +589,7 @@ class TableServer:
                     frame.txn_id, committed_only=committed_only
                 ):
                     continue
-                batches.append(_rows_of(frame.batch.select(names), rows))
+                batches.append(frame.rows_of(names, rows))
                 partitions.append((key.partition, batches[-1].num_rows))
                 file_ids.append((key.file_id, batches[-1].num_rows))
         data = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
@@ -909,52 +917,6 @@ def _file_group_rows(
         check_keys(table, meta.config.record_key_fields)
         return (("", 0, None),)
     return file_groups(meta, table)
-
-
-def _by_file_group(
-    table: pa.Table, groups: Sequence[tuple[str, int, np.ndarray | None]]
-) -> tuple[pa.RecordBatch, list[pa.RecordBatch]]:
-    """``table``'s rows as one batch in file-group order (one copy; none when one file
-    group takes every row in order, or the client sent them in that order:
-    :func:`~memtier.hudi.routing.file_group_order`), and each group's rows (ascending) as
-    a slice of it."""
-    if len(groups) == 1 and groups[0][2] is None:
-        whole = table.combine_chunks().to_batches()[0]
-        return whole, [whole]
-    if _in_order(groups):
-        whole = table.combine_chunks().to_batches()[0]
-    else:
-        order = np.concatenate([rows for _, _, rows in groups])
-        whole = take_rows(table, order).combine_chunks().to_batches()[0]
-    sizes = [len(rows) for _, _, rows in groups]
-    return whole, [whole.slice(start, size) for start, size in zip(_starts(sizes), sizes, strict=True)]
-
-
-def _starts(sizes: list[int]) -> list[int]:
-    """Where each of consecutive runs of these sizes starts."""
-    return [0, *itertools.accumulate(sizes[:-1])]
-
-
-def _in_order(groups: Sequence[tuple[str, int, np.ndarray | None]]) -> bool:
-    """Whether the groups' rows (each ascending) are the batch's rows in order: each
-    group's first and last row follow the group before (~5 us for 16 groups, where
-    comparing every row took ~20)."""
-    start = 0
-    for _, _, rows in groups:
-        if rows is None or not len(rows) or rows[0] != start or rows[-1] != start + len(rows) - 1:
-            return False
-        start += len(rows)
-    return True
-
-
-def _rows_of(batch: pa.RecordBatch, rows: np.ndarray | None) -> pa.RecordBatch:
-    """``batch``'s ``rows`` (ascending; None: all): a slice when they are one run (a
-    lookup's key is one row of a frame: ~1 us, where a take is ~15), else a take."""
-    if rows is None or len(rows) == batch.num_rows:
-        return batch
-    if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
-        return batch.slice(int(rows[0]), len(rows))
-    return batch.take(pa.array(rows))
 
 
 def _frames_of_keys(

@@ -7,7 +7,8 @@ file; on object stores the concatenation of its objects in order) are a header f
 by records; integers are little-endian::
 
     header  0  8s  magic b"\\x89MTWAL\\r\\n"
-            8  u16 format version (2; version 1 files, block files only, are still read)
+            8  u16 format version (3; versions 1 (block files only) and 2 (no rows and
+                   selection records) are still read)
            10  u16 file kind: 0 = block file, 1 = stream (0 in version 1)
            12  u32 body length (a multiple of 8)
            16  u32 0
@@ -19,7 +20,8 @@ by records; integers are little-endian::
 
     record  0  4s  magic b"MTWR"
             4  u32 CRC32C of bytes 8..64, seeded with the CRC32C of the file id
-            8  u8  kind: 1 = frame, 2 = seal, 3 = block (streams only)
+            8  u8  kind: 1 = frame, 2 = seal, 3 = block, 4 = rows, 5 = selection (3-5:
+                   streams only)
             9  3x  0
            12  u32 payload length (a multiple of 8)
            16  u32 CRC32C of the payload
@@ -29,17 +31,32 @@ by records; integers are little-endian::
            32  u64 transaction id
            40  16s producer id
            56  u64 producer sequence
-           64      payload: an Arrow IPC record-batch message (frame), the seal body:
-                   frame count u64, row count u64, sealed ms i64 (seal), or a block
+           64      payload: an Arrow IPC record-batch message (frame, rows), the seal
+                   body: frame count u64, row count u64, sealed ms i64 (seal), a block
                    file's header body (block: declares the block before its first frame
-                   in each stream segment)
+                   in each stream segment), or a selection (below)
+
+A write touching several blocks is one *rows* record (block reference 0: the write's batch
+as it came) followed by one *selection* record per block: that block's frame, the rows of
+the batch it holds. Its payload::
+
+    selection  0  u64 bytes from the rows record's start to this record's start
+               8  u32 row count
+              12  u32 first row of a run, or 0xFFFFFFFF: the rows' positions follow
+              16      positions: u32 each, ascending, zero-padded to 8 bytes
+
+so the batch is serialized and checked once for all the blocks of the write, and no end
+of the write reorders its rows (format version 3). A frame of a block (its
+:class:`WalFrame`) is then known by the rows record's offset and the length up to the end
+of its selection record.
 
 Ids: the transaction id is an unsigned 64-bit number the master allocates; the producer id
 is 16 bytes the client chooses (a UUID's bytes; a u64 client id as ``n.to_bytes(16, "big")``);
 the producer sequence is an unsigned 64-bit number that increases per producer.
 
-In a stream every record header names its block, so each block's frames are recovered on
-their own: a frame whose payload is damaged fails only its block. A record header (or a
+In a stream every record header but a rows record's names its block, so each block's frames
+are recovered on their own: a frame whose payload is damaged fails only its block (a rows
+record whose payload is damaged fails the blocks whose selections take rows of it). A record header (or a
 block record's payload) with one flipped bit is repaired from its CRC32C (which tells any
 single-bit error in a few hundred bytes apart); a header damaged beyond that names no
 block, so the blocks that may have lost a frame to it fail, and the others are exact (see
@@ -63,6 +80,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import crc32c
+import numpy as np
 import pyarrow as pa
 
 from memtier.errors import (
@@ -79,6 +97,7 @@ __all__ = [
     "HEADER_PREFIX_SIZE",
     "RECORD_HEADER_SIZE",
     "SEAL_RECORD_SIZE",
+    "Selection",
     "StreamBlock",
     "StreamContents",
     "WalContents",
@@ -98,12 +117,14 @@ __all__ = [
     "encode_seal",
     "frame_payload",
     "frame_record",
+    "rows_record",
+    "selection_record",
     "header_length",
 ]
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: Versions this build reads.
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 MAGIC = b"\x89MTWAL\r\n"
 RECORD_MAGIC = b"MTWR"
 U64_MAX = (1 << 64) - 1
@@ -113,6 +134,8 @@ _HEADER_FIXED = struct.Struct("<16sQq")
 _LENGTH = struct.Struct("<I")
 _RECORD = struct.Struct("<4sIB3xIIIQQ16sQ")
 _SEAL = struct.Struct("<QQq")
+_SELECTION = struct.Struct("<QII")
+_POSITIONS = 0xFFFFFFFF  # a selection's "first row" when positions follow
 RECORD_HEADER_SIZE = _RECORD.size
 SEAL_RECORD_SIZE = RECORD_HEADER_SIZE + _SEAL.size
 _NO_PRODUCER = bytes(16)
@@ -122,6 +145,8 @@ class RecordKind(enum.IntEnum):
     FRAME = 1
     SEAL = 2
     BLOCK = 3
+    ROWS = 4
+    SELECTION = 5
 
 
 #: Record kinds by their number (a lookup per record read, not the enum's own).
@@ -178,6 +203,56 @@ class WalFrame:
     producer_id: bytes
     producer_seq: int
     batch: pa.RecordBatch
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The rows of a write's batch one block's frame holds: ``count`` rows from ``start``,
+    or the rows at ``positions`` (ascending, 32-bit) when given."""
+
+    count: int
+    start: int = 0
+    positions: np.ndarray | None = field(default=None, compare=False)
+
+    @classmethod
+    def of(cls, positions: np.ndarray) -> Selection:
+        """The rows at ``positions`` (ascending): a run when they are consecutive."""
+        if len(positions) and positions[-1] - positions[0] + 1 == len(positions):
+            return cls(len(positions), int(positions[0]))
+        if positions.dtype.itemsize != 4:
+            raise InvalidArgumentError(f"selection positions are 32-bit, not {positions.dtype}")
+        return cls(len(positions), positions=positions)
+
+    def payload(self, back: int) -> bytes:
+        """The selection record's payload, ``back`` bytes after the rows record's start."""
+        if self.positions is None:
+            return _SELECTION.pack(back, self.count, self.start) + bytes(4)
+        body = self.positions.tobytes()
+        return _SELECTION.pack(back, self.count, _POSITIONS) + body + bytes(_pad8(len(body)))
+
+    def rows_of(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """These rows of ``batch``."""
+        if self.positions is None:
+            return batch.slice(self.start, self.count)
+        return batch.take(pa.array(self.positions))
+
+
+def _parse_selection(payload: pa.Buffer, rows: int, path: str, offset: int) -> tuple[int, Selection]:
+    """(bytes back to the rows record, the selection) of a selection record's payload,
+    checked against the ``rows`` of the batch it selects from."""
+    if payload.size < _SELECTION.size:
+        raise CorruptFileError(path, offset, f"selection of {payload.size} bytes")
+    back, count, start = _SELECTION.unpack_from(payload, 0)
+    if start != _POSITIONS:
+        if start + count > rows:
+            raise CorruptFileError(path, offset, f"selection of rows {start}..{start + count} of {rows}")
+        return back, Selection(count, start)
+    if payload.size < _SELECTION.size + 4 * count:
+        raise CorruptFileError(path, offset, f"selection of {count} positions in {payload.size} bytes")
+    positions = np.frombuffer(payload, np.uint32, count, _SELECTION.size)
+    if count and (int(positions[-1]) >= rows or not bool(np.all(positions[1:] > positions[:-1]))):
+        raise CorruptFileError(path, offset, f"selection positions not ascending below {rows}")
+    return back, Selection(count, positions=positions)
 
 
 @dataclass(frozen=True)
@@ -325,6 +400,28 @@ def frame_record(
         seed,
         block_ref,
     )
+
+
+def rows_record(seed: int, payload: pa.Buffer, *, txn_id: int, producer_id: bytes, producer_seq: int,
+                sync_mark: int) -> bytearray:
+    """The record header of a write's rows (``payload``: :func:`frame_payload` of its
+    whole batch), which the selection records after it take rows of."""
+    record = frame_record(seed, payload, txn_id=txn_id, producer_id=producer_id,
+                          producer_seq=producer_seq, sync_mark=sync_mark)
+    record[8] = RecordKind.ROWS
+    _LENGTH.pack_into(record, 4, crc32c.crc32c(memoryview(record)[8:], seed))
+    return record
+
+
+def selection_record(
+    seed: int, payload: bytes, *, txn_id: int, producer_id: bytes, producer_seq: int, sync_mark: int,
+    block_ref: int,
+) -> bytes:
+    """A block's frame taking rows of the rows record before it (``payload``:
+    :meth:`Selection.payload`), header and payload."""
+    return bytes(_record_header(
+        RecordKind.SELECTION, payload, sync_mark, txn_id, bytes(producer_id), producer_seq, seed, block_ref
+    )) + payload
 
 
 def encode_frame(
@@ -588,6 +685,10 @@ def _decode_batch(payload: pa.Buffer, schema: pa.Schema, path: str, offset: int)
         ) from e
 
 
+#: Record kinds only a stream holds.
+_STREAM_ONLY = (RecordKind.BLOCK, RecordKind.ROWS, RecordKind.SELECTION)
+
+
 def decode_wal(data: pa.Buffer, path: str) -> WalContents:
     """Decode a whole WAL, stopping at a torn tail; :class:`CorruptFileError` on damage."""
     header, pos = decode_header(data, path)
@@ -607,8 +708,8 @@ def decode_wal(data: pa.Buffer, path: str) -> WalContents:
             break
         if seal is not None:
             raise CorruptFileError(path, pos, "record after the seal")
-        if record.kind is RecordKind.BLOCK:
-            raise CorruptFileError(path, pos, "a block record in a block file")
+        if record.kind in _STREAM_ONLY:
+            raise CorruptFileError(path, pos, f"a {record.kind.name.lower()} record in a block file")
         payload = data.slice(pos + RECORD_HEADER_SIZE, record.payload_length)
         length = RECORD_HEADER_SIZE + record.payload_length
         if record.kind is RecordKind.SEAL:
@@ -638,24 +739,64 @@ def decode_wal(data: pa.Buffer, path: str) -> WalContents:
 
 
 def decode_frame_at(
-    data: pa.Buffer, offset: int, seed: int, schema: pa.Schema, path: str, *, base: int = 0
+    data: pa.Buffer, offset: int, length: int, seed: int, schema: pa.Schema, path: str, *,
+    base: int = 0, batches: dict[int, pa.RecordBatch] | None = None,
 ) -> WalFrame:
-    """The frame record at ``offset`` of ``data``, bytes of a WAL from its offset ``base``
-    on (a stream segment's records are seeded with ``seed``, its header's
+    """The frame of ``length`` bytes at ``offset`` of ``data``, bytes of a WAL from its
+    offset ``base`` on (a stream segment's records are seeded with ``seed``, its header's
     :attr:`WalHeader.crc_seed`), every byte checked; :class:`CorruptFileError` if no intact
-    frame is there. The frame's offset is its offset in the WAL."""
-    record = _parse_record(data, memoryview(data).cast("B"), offset, seed)
+    frame is there. The frame's offset is its offset in the WAL. A frame that selects rows
+    of a rows record starts there and ends with its selection record; ``batches`` keeps
+    the rows records decoded (by offset in ``data``), for the other frames of the write."""
+    view = memoryview(data).cast("B")
+    record = _parse_record(data, view, offset, seed)
+    if isinstance(record, _Record) and record.kind is RecordKind.ROWS and record.payload_ok:
+        return _selected_frame(data, view, offset, record, offset + length, seed, schema, path, base,
+                               {} if batches is None else batches)
     if isinstance(record, str) or record.kind is not RecordKind.FRAME or not record.payload_ok:
-        reason = record if isinstance(record, str) else (
-            f"a {record.kind.name.lower()} record" if record.kind is not RecordKind.FRAME
-            else "frame payload checksum mismatch"
-        )
-        raise CorruptFileError(path, base + offset, f"no intact frame where one was written: {reason}")
+        raise CorruptFileError(path, base + offset, f"no intact frame where one was written: {_why(record)}")
     payload = data.slice(offset + RECORD_HEADER_SIZE, record.payload_length)
     return WalFrame(
         base + offset, RECORD_HEADER_SIZE + record.payload_length, record.txn_id, record.producer_id,
         record.producer_seq, _decode_batch(payload, schema, path, base + offset),
     )
+
+
+def _why(record: _Record | str) -> str:
+    """Why a record is not an intact frame."""
+    if isinstance(record, str):
+        return record
+    return f"a {record.kind.name.lower()} record" if record.payload_ok else "payload checksum mismatch"
+
+
+def _selected_frame(
+    data: pa.Buffer, view: memoryview, offset: int, rows: _Record, end: int, seed: int,
+    schema: pa.Schema, path: str, base: int, batches: dict[int, pa.RecordBatch],
+) -> WalFrame:
+    """The frame whose selection record ends at ``end``, of the rows record ``rows`` at
+    ``offset`` (the records between are walked by their headers)."""
+    pos = offset + RECORD_HEADER_SIZE + rows.payload_length
+    while pos < end:
+        record = _parse_record(data, view, pos, seed)
+        if isinstance(record, str):
+            break
+        length = RECORD_HEADER_SIZE + record.payload_length
+        if pos + length == end:
+            if record.kind is not RecordKind.SELECTION or not record.payload_ok:
+                break
+            batch = batches.get(offset)
+            if batch is None:
+                payload = data.slice(offset + RECORD_HEADER_SIZE, rows.payload_length)
+                batch = batches[offset] = _decode_batch(payload, schema, path, base + offset)
+            back, selection = _parse_selection(
+                data.slice(pos + RECORD_HEADER_SIZE, record.payload_length), batch.num_rows, path, base + pos
+            )
+            if back != pos - offset:
+                raise CorruptFileError(path, base + pos, f"a selection of the rows {back} bytes back, not {pos - offset}")
+            return WalFrame(base + offset, end - offset, record.txn_id, record.producer_id, record.producer_seq,
+                            selection.rows_of(batch))
+        pos += length
+    raise CorruptFileError(path, base + offset, f"no intact selection ending at byte {base + end}")
 
 
 def _decode_seal_payload(payload: pa.Buffer, path: str, offset: int) -> WalSeal:
@@ -722,6 +863,7 @@ def decode_stream(data: pa.Buffer, path: str) -> StreamContents:
     errors: dict[int, CorruptFileError] = {}
     lost: CorruptFileError | None = None  # a record lost to damage, of some block
     unnamed: CorruptFileError | None = None  # frames of a block whose declaration was lost
+    rows: _Rows | None = None  # the last rows record
     while pos < data.size:
         record = _parse_record(data, view, pos, seed, repair=True)
         if isinstance(record, str):
@@ -737,7 +879,14 @@ def decode_stream(data: pa.Buffer, path: str) -> StreamContents:
         ref = record.block_ref
         if record.kind is RecordKind.SEAL:
             raise CorruptFileError(path, pos, "a seal record in a stream")
-        if record.kind is RecordKind.FRAME and ref not in blocks:
+        if record.kind is RecordKind.ROWS:
+            if not record.payload_ok and _durable_witness(data, view, pos, seed) is None:
+                break  # a torn tail: never acknowledged
+            rows = _Rows(pos, data.slice(pos + RECORD_HEADER_SIZE, record.payload_length) if record.payload_ok
+                         else CorruptFileError(path, pos, "rows payload checksum mismatch"))
+            pos += length
+            continue
+        if record.kind in _FRAMES and ref not in blocks:
             if lost is None:
                 raise CorruptFileError(path, pos, f"a frame of block reference {ref}, never declared")
             unnamed = unnamed or CorruptFileError(
@@ -750,7 +899,7 @@ def decode_stream(data: pa.Buffer, path: str) -> StreamContents:
         payload: Any = data.slice(pos + RECORD_HEADER_SIZE, record.payload_length)
         if not record.payload_ok and record.kind is RecordKind.BLOCK:
             payload = _repaired_payload(data, view, pos, record)
-        if payload is None or not record.payload_ok and record.kind is RecordKind.FRAME:
+        if payload is None or not record.payload_ok and record.kind in _FRAMES:
             if _durable_witness(data, view, pos, seed) is None:
                 break  # a torn tail: never acknowledged
             if record.kind is RecordKind.BLOCK:
@@ -766,13 +915,16 @@ def decode_stream(data: pa.Buffer, path: str) -> StreamContents:
         elif ref not in errors:
             block, frames = blocks[ref]
             try:
-                batch = _decode_batch(payload, block.schema, path, pos)
+                start, batch = (
+                    (pos, _decode_batch(payload, block.schema, path, pos)) if record.kind is RecordKind.FRAME
+                    else _selected(rows, payload, pos, block.schema, path)
+                )
             except CorruptFileError as e:
                 errors[ref] = e
             else:
                 frames.append(
                     WalFrame(
-                        pos, length, record.txn_id, record.producer_id, record.producer_seq, batch
+                        start, pos + length - start, record.txn_id, record.producer_id, record.producer_seq, batch
                     )
                 )
         pos += length
@@ -780,6 +932,35 @@ def decode_stream(data: pa.Buffer, path: str) -> StreamContents:
         StreamBlock(block, tuple(frames), errors.get(ref)) for ref, (block, frames) in blocks.items()
     )
     return StreamContents(path, header, found, pos, data.size - pos, unnamed)
+
+
+#: Record kinds that are a block's frame.
+_FRAMES = (RecordKind.FRAME, RecordKind.SELECTION)
+
+
+@dataclass
+class _Rows:
+    """A rows record met decoding a stream: its offset, and its payload (or why it is
+    unreadable), decoded once per schema that selections ask for."""
+
+    offset: int
+    payload: pa.Buffer | CorruptFileError
+    batches: dict[pa.Schema, pa.RecordBatch] = field(default_factory=dict)
+
+
+def _selected(
+    rows: _Rows | None, payload: pa.Buffer, pos: int, schema: pa.Schema, path: str
+) -> tuple[int, pa.RecordBatch]:
+    """(the rows record's offset, the rows) of the selection record at ``pos``."""
+    back = _SELECTION.unpack_from(payload, 0)[0] if payload.size >= _SELECTION.size else -1
+    if rows is None or pos - back != rows.offset:
+        raise CorruptFileError(path, pos, "a selection of a rows record lost (or never written)")
+    if isinstance(rows.payload, CorruptFileError):
+        raise rows.payload
+    batch = rows.batches.get(schema)
+    if batch is None:
+        batch = rows.batches[schema] = _decode_batch(rows.payload, schema, path, rows.offset)
+    return rows.offset, _parse_selection(payload, batch.num_rows, path, pos)[1].rows_of(batch)
 
 
 @dataclass(frozen=True)
@@ -805,7 +986,9 @@ def declared_blocks(data: pa.Buffer, path: str) -> tuple[DeclaredBlock, ...] | N
         record = _parse_record(data, view, pos, header.crc_seed, check_payload=False)
         if isinstance(record, str) or record.kind is RecordKind.SEAL:
             return None
-        if record.kind is RecordKind.BLOCK:
+        if record.kind is RecordKind.ROWS:
+            pass  # named by the selections after it
+        elif record.kind is RecordKind.BLOCK:
             start = pos + RECORD_HEADER_SIZE
             if crc32c.crc32c(view[start : start + record.payload_length]) != record.payload_crc:
                 return None

@@ -42,6 +42,7 @@ from memtier.errors import (
 )
 from memtier.io import FileIO, join
 from memtier.wal.format import (
+    Selection,
     StreamContents,
     WalFrame,
     WalHeader,
@@ -51,6 +52,8 @@ from memtier.wal.format import (
     decode_stream,
     encode_declaration,
     frame_record,
+    rows_record,
+    selection_record,
 )
 from memtier.wal.replay import producer_high_water
 from memtier.wal.storage import list_logs, wal_storage
@@ -104,10 +107,11 @@ class SegmentName:
 @dataclass(frozen=True)
 class StreamFrame:
     """One frame to append to a stream: the block it belongs to, its payload
-    (:func:`~memtier.wal.format.frame_payload`) and its row count."""
+    (:func:`~memtier.wal.format.frame_payload`) or its selection of the write's rows, and
+    its row count."""
 
     block: WalHeader
-    payload: pa.Buffer
+    payload: pa.Buffer | Selection
     rows: int
 
 
@@ -145,13 +149,20 @@ class _Segment(WalWriter):
         self.closed_at: float | None = None
 
     def queue_frames(
-        self, frames: Sequence[StreamFrame], *, txn_id: int, producer_id: bytes, producer_seq: int
+        self, frames: Sequence[StreamFrame], *, txn_id: int, producer_id: bytes, producer_seq: int,
+        rows: pa.Buffer | None = None,
     ) -> QueuedFrames:
-        """Queue one frame per block (each declared first if new here) as one append. The
-        caller serializes the appends of each block."""
+        """Queue one frame per block (each declared first if new here) as one append, after
+        the write's ``rows`` record when its frames are selections of them. The caller
+        serializes the appends of each block."""
         parts: list[object] = []
         mark = self.durable_size
-        at, placed = 0, []  # each frame record's offset from the start of the append, and length
+        ids = {"txn_id": txn_id, "producer_id": producer_id, "producer_seq": producer_seq, "sync_mark": mark}
+        at, placed = 0, []  # each frame's offset from the start of the append, and length
+        if rows is not None:
+            record = rows_record(self.header.crc_seed, rows, **ids)
+            parts += [record, rows]
+            at = len(record) + rows.size
         for frame in frames:
             ref = self._refs.get(frame.block.file_id)
             if ref is None:
@@ -160,15 +171,14 @@ class _Segment(WalWriter):
                 declaration = encode_declaration(self.header, frame.block, ref, sync_mark=mark)
                 parts.append(declaration)
                 at += len(declaration)
-            record = frame_record(
-                self.header.crc_seed,
-                frame.payload,
-                txn_id=txn_id,
-                producer_id=producer_id,
-                producer_seq=producer_seq,
-                sync_mark=mark,
-                block_ref=ref,
-            )
+            if isinstance(frame.payload, Selection):  # from the rows record on, to its end
+                assert rows is not None, "a selection follows the write's rows"
+                selection = selection_record(self.header.crc_seed, frame.payload.payload(at), **ids, block_ref=ref)
+                parts.append(selection)
+                at += len(selection)
+                placed.append((0, at))
+                continue
+            record = frame_record(self.header.crc_seed, frame.payload, **ids, block_ref=ref)
             parts += [record, frame.payload]
             placed.append((at, len(record) + frame.payload.size))
             at += len(record) + frame.payload.size
@@ -224,17 +234,19 @@ class WalStream:
         ).pending.wait()
 
     def queue(
-        self, frames: Sequence[StreamFrame], *, txn_id: int, producer_id: bytes, producer_seq: int
+        self, frames: Sequence[StreamFrame], *, txn_id: int, producer_id: bytes, producer_seq: int,
+        rows: pa.Buffer | None = None,
     ) -> QueuedFrames:
         """Queue one write's frames (one per block) as one append: one sync makes them all
-        durable. The caller serializes the appends of each block (the stream order of a
-        block's frames is the order of these calls) and must ``wait()`` for the result's
-        pending append."""
+        durable. Frames that are selections take rows of ``rows`` (the write's batch,
+        :func:`~memtier.wal.format.frame_payload`), written once before them. The caller
+        serializes the appends of each block (the stream order of a block's frames is the
+        order of these calls) and must ``wait()`` for the result's pending append."""
         while True:
             segment = self._segment()
             try:
                 return segment.queue_frames(
-                    frames, txn_id=txn_id, producer_id=producer_id, producer_seq=producer_seq
+                    frames, txn_id=txn_id, producer_id=producer_id, producer_seq=producer_seq, rows=rows
                 )
             except WalClosedError:
                 if segment is self._current:
@@ -351,8 +363,10 @@ def read_frames(fileio: FileIO, refs: Sequence[FrameRef], schema: pa.Schema) -> 
         spans = _spans(refs, indices)
         read = wal_storage(fileio, path).read_ranges([(start, end - start) for start, end, _ in spans])
         for (start, _, members), data in zip(spans, read, strict=True):
+            batches: dict[int, pa.RecordBatch] = {}  # rows records decoded, for each selection of them
             for i in members:
-                frames[i] = decode_frame_at(data, refs[i].offset - start, refs[i].seed, schema, path, base=start)
+                frames[i] = decode_frame_at(data, refs[i].offset - start, refs[i].length, refs[i].seed, schema,
+                                            path, base=start, batches=batches)
     return [frames[i] for i in range(len(refs))]
 
 

@@ -495,10 +495,11 @@ def test_a_write_to_many_file_groups_costs_one_sync(tmp_path) -> None:
         cluster.close()
 
 
-def test_rows_sent_in_file_group_order_are_kept_as_they_came(tmp_path) -> None:
-    """The client sends a batch with each file group's rows together (file_group_order);
-    the server still routes every row but then slices the batch it got instead of copying
-    it into that order. Rows in any other order are copied into it."""
+def test_a_write_s_rows_are_kept_as_they_came_in_any_order(tmp_path) -> None:
+    """The server routes every row but keeps the batch it got, in whatever order: each
+    file group's frame is a slice of it (rows sent in file-group order, as a client
+    splitting a batch between servers sends them) or a selection of it, never a copy; the
+    WAL holds the batch once, each block's frame a selection of it."""
     cluster = InProcessCluster(str(tmp_path))
     try:
         server = cluster.add_server("a")
@@ -506,14 +507,19 @@ def test_rows_sent_in_file_group_order_are_kept_as_they_came(tmp_path) -> None:
         ordered = batch(range(600))
         ordered = ordered.take(pa.array(file_group_order(ordered, list(KEY), ["region"], 16))).combine_chunks()
         shuffled = batch(range(600, 1200)).combine_chunks()
-        for seq, (sent, kept) in enumerate(((ordered, True), (shuffled, False))):
+        for seq, (sent, sliced) in enumerate(((ordered, True), (shuffled, False))):
             server.write("t", sent, producer_id=uuid.uuid4().bytes, producer_seq=seq)
             ids = sent.column("id").chunk(0).buffers()[1]
+            sent_ids = set(sent.column("id").to_pylist())
             frames = [f for group in server._table("t").groups.values() for block in group.unflushed()
-                      for f in block.frames() if f.batch.column("id")[0].as_py() in set(sent.column("id").to_pylist())]
-            assert sum(f.batch.num_rows for f in frames) == sent.num_rows
-            within = [ids.address <= f.batch.column("id").buffers()[1].address < ids.address + ids.size for f in frames]
-            assert all(within) if kept else not any(within)
+                      for f in block.frames() if f.batch.column("id")[0].as_py() in sent_ids]
+            assert sum(f.num_rows for f in frames) == sent.num_rows
+            assert sorted(v for f in frames for v in f.batch.column("id").to_pylist()) == sorted(sent_ids)
+            assert all(ids.address <= f.source.column("id").buffers()[1].address < ids.address + ids.size
+                       for f in frames)
+            assert all((f.positions is None) == sliced for f in frames)
+        assert sorted(cluster.client().read("t").column("id").to_pylist()) == list(range(1200))
+        cluster.restart_server("a")  # every frame read back from the stream's selections
         assert sorted(cluster.client().read("t").column("id").to_pylist()) == list(range(1200))
     finally:
         cluster.close()

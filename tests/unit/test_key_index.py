@@ -20,6 +20,9 @@ from memtier.tableserver.keyindex import KeyIndex, _sorted, _SortedRuns
 class _Frame:
     batch: pa.RecordBatch
 
+    def column(self, name: str) -> pa.Array:
+        return self.batch.column(name)
+
 
 def _brute_force(frames: list[_Frame], count: int, pinned: dict[str, list[Any]]) -> dict[int, list[int]]:
     found = {}

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -19,15 +21,22 @@ from memtier.errors import (
 from memtier.wal.format import (
     FORMAT_VERSION,
     RECORD_HEADER_SIZE,
+    Selection,
     WalContents,
     WalHeader,
+    WalKind,
     WalSeal,
     check_schema,
     decode_header,
+    decode_stream,
     decode_wal,
+    encode_declaration,
     encode_frame,
     encode_header,
     encode_seal,
+    frame_payload,
+    rows_record,
+    selection_record,
 )
 from tests.support.wal import SCHEMA, batch_for, header, producer_id
 
@@ -290,3 +299,61 @@ def test_ids_round_trip(appends: list[tuple[int, int]], txn: int) -> None:
     assert [(f.producer_id, f.producer_seq, f.txn_id) for f in frames] == [
         (producer_id(p), s, txn) for p, s in appends
     ]
+
+
+# == selections of a write's rows (format version 3) ========================================
+
+
+STREAM = dataclasses.replace(header("writer"), schema=pa.schema([]), kind=WalKind.STREAM)
+
+
+def shared_write(selections: list[Selection], batch: pa.RecordBatch) -> bytes:
+    """A stream segment declaring a block per selection, then one write: the batch's rows
+    record and each block's selection of it."""
+    seed, ids = STREAM.crc_seed, {"txn_id": 3, "producer_id": producer_id(1), "producer_seq": 9, "sync_mark": 0}
+    out = bytearray(encode_header(STREAM))
+    for ref in range(1, len(selections) + 1):
+        out += encode_declaration(STREAM, header(f"fg{ref}"), ref, sync_mark=0)
+    start = len(out)
+    payload = frame_payload(SCHEMA, batch)
+    out += rows_record(seed, payload, **ids) + payload.to_pybytes()
+    for ref, selection in enumerate(selections, 1):
+        out += selection_record(seed, selection.payload(len(out) - start), **ids, block_ref=ref)
+    return bytes(out)
+
+
+def test_selections_of_a_write_s_rows_round_trip() -> None:
+    batch = batch_for(1, 9, rows=10)
+    selections = [Selection(4, 3), Selection.of(np.array([0, 2, 9], np.int32)), Selection.of(np.arange(10, dtype=np.int32))]
+    contents = decode_stream(pa.py_buffer(shared_write(selections, batch)), PATH)
+    assert [[f.batch for f in b.frames] for b in contents.blocks] == [
+        [batch.slice(3, 4)], [batch.take([0, 2, 9])], [batch]
+    ]
+    assert all(b.error is None for b in contents.blocks) and contents.tail == 0
+    assert len({(f.offset, f.txn_id, f.producer_seq) for b in contents.blocks for f in b.frames}) == 1
+    assert Selection.of(np.array([5, 6, 7], np.int32)) == Selection(3, 5)  # consecutive: a run
+    with pytest.raises(InvalidArgumentError, match="32-bit"):
+        Selection.of(np.array([1, 3], np.int64))
+
+
+@pytest.mark.parametrize(("positions", "problem"), [
+    ([0, 2, 10], "not ascending below 10"), ([3, 3, 4], "not ascending"), ([5, 1, 2], "not ascending"),
+])
+def test_a_selection_outside_its_rows_is_damage_of_its_block(positions: list[int], problem: str) -> None:
+    """Rows a selection cannot hold fail its block (its checksum made to match: a writer's bug)."""
+    batch = batch_for(1, 9, rows=10)
+    data = shared_write([Selection(2, 0), Selection(3, positions=np.array(positions, np.uint32))], batch)
+    contents = decode_stream(pa.py_buffer(data), PATH)
+    ok, bad = contents.blocks
+    assert ok.error is None and [f.batch for f in ok.frames] == [batch.slice(0, 2)]
+    assert bad.error is not None and problem in str(bad.error) and not bad.frames
+
+
+def test_rows_and_selections_are_stream_records_only() -> None:
+    batch = batch_for(1, 0)
+    payload = frame_payload(SCHEMA, batch)
+    data = bytearray(encode_header(H))
+    data += rows_record(H.crc_seed, payload, txn_id=0, producer_id=producer_id(1), producer_seq=0,
+                        sync_mark=len(data)) + payload.to_pybytes()
+    with pytest.raises(CorruptFileError, match="a rows record in a block file"):
+        decode(bytes(data))
