@@ -226,7 +226,7 @@ class Selection:
     def payload(self, back: int) -> bytes:
         """The selection record's payload, ``back`` bytes after the rows record's start."""
         if self.positions is None:
-            return _SELECTION.pack(back, self.count, self.start) + bytes(4)
+            return _SELECTION.pack(back, self.count, self.start)
         body = self.positions.tobytes()
         return _SELECTION.pack(back, self.count, _POSITIONS) + body + bytes(_pad8(len(body)))
 

@@ -3,14 +3,15 @@ each write to many blocks at once, or tear or damage the shared stream, and ever
 recovers exactly its acknowledged frames (and nothing never written), on its own.
 
 The writer is this module run as a child process: each thread is a producer writing
-``batch_for(producer, seq)`` to each of its ``blocks`` blocks at once (one frame per block,
-queued as one append as a table server does for the file groups of one write), then
-reports the acknowledgement; at ``seal_at`` its blocks count as flushed (as a table
-server's are once in the Hudi table), segments holding only flushed blocks are deleted
-(with no retention), and it goes on with new blocks. Segments roll every few writes. The
-parent SIGKILLs it at a random moment, then recovers as a table server does, from the
-segments left: every unflushed block exactly, every flushed one never with a frame that
-was not written.
+``batch_for(producer, seq)`` to each of its ``blocks`` blocks at once (queued as one append
+as a table server does for the file groups of one write: on even ``seq`` one frame per
+block, on odd ones one rows record of the batch and per block a selection of it:
+:func:`selection_for`), then reports the acknowledgement; at ``seal_at`` its
+blocks count as flushed (as a table server's are once in the Hudi table), segments holding
+only flushed blocks are deleted (with no retention), and it goes on with new blocks.
+Segments roll every few writes. The parent SIGKILLs it at a random moment, then recovers
+as a table server does, from the segments left: every unflushed block exactly, every
+flushed one never with a frame that was not written.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memtier.config import SyncPolicy, WalConfig
@@ -36,12 +39,12 @@ from memtier.wal import (
     GroupCommitter,
     StreamFrame,
     WalStream,
-    read_stream,
     recover_blocks,
 )
 from memtier.wal.format import (
-    HEADER_PREFIX_SIZE,
     RECORD_HEADER_SIZE,
+    RecordKind,
+    Selection,
     frame_payload,
     header_length,
 )
@@ -55,6 +58,21 @@ def stream_dir(root: str) -> str:
 
 #: Segments the child's stream rolls past: a few writes each.
 SEGMENT_BYTES = 16 << 10
+
+
+def selection_for(rows: int, block: int) -> Selection:
+    """The rows of a shared write's batch of ``rows`` rows that block ``block`` takes,
+    never none: a run for an even block, row 0 and every third row for an odd one."""
+    if block % 2 == 0:
+        start = block // 2 % rows
+        return Selection(rows - start, start)
+    return Selection.of(np.array([0, *(i for i in range(1, rows) if (i + block) % 3 == 0)], np.int32))
+
+
+def written(batch: pa.RecordBatch, block: int, shared: bool) -> pa.RecordBatch:
+    """The rows of ``batch`` block ``block``'s frame holds: all of them, or its selection
+    when the write was shared."""
+    return selection_for(batch.num_rows, block).rows_of(batch) if shared else batch
 
 
 # -- the child: a writer process ----------------------------------------------------------
@@ -83,8 +101,14 @@ def child(root: str, threads: int, blocks: int, policy: str, seals: dict[int, in
                 headers = {j: header(f"fg{t}-{j}", block_id) for j in range(blocks)}
             batch = batch_for(t, s)
             payload = frame_payload(SCHEMA, batch)
-            stream.queue([StreamFrame(headers[j], payload, batch.num_rows) for j in range(blocks)],
-                         txn_id=s // 4, producer_id=producer_id(t), producer_seq=s).pending.wait()
+            ids = {"txn_id": s // 4, "producer_id": producer_id(t), "producer_seq": s}
+            if s % 2:  # shared: the batch once, a selection of it per block
+                selections = [selection_for(batch.num_rows, j) for j in range(blocks)]
+                frames = [StreamFrame(headers[j], sel, sel.count) for j, sel in enumerate(selections)]
+                stream.queue(frames, **ids, rows=payload).pending.wait()
+            else:
+                frames = [StreamFrame(headers[j], payload, batch.num_rows) for j in range(blocks)]
+                stream.queue(frames, **ids).pending.wait()
             os.write(out, f"ack {t} {s}\n".encode())  # one small write: atomic on a pipe
             s += 1
 
@@ -108,11 +132,12 @@ def recover_all(fileio: FileIO, root: str) -> dict[tuple[str, int], list[int]]:
     against what was written; each block's sequence numbers, by (file group, block id)."""
     found: dict[tuple[str, int], list[int]] = {}
     for block in recover_blocks(fileio, stream_dir(root), lambda h: True):
-        p = int(block.header.file_group[2:].split("-")[0])
+        p, j = (int(n) for n in block.header.file_group[2:].split("-"))
         for frame in block.frames:
             assert int.from_bytes(frame.producer_id, "big") == p
             assert frame.txn_id == frame.producer_seq // 4
-            assert frame.batch.equals(batch_for(p, frame.producer_seq))
+            shared = frame.producer_seq % 2 == 1
+            assert frame.batch.equals(written(batch_for(p, frame.producer_seq), j, shared))
         found[(block.header.file_group, block.header.block_id)] = [f.producer_seq for f in block.frames]
     return found
 
@@ -178,113 +203,142 @@ class Record:
     offset: int
     header_end: int
     end: int
-    block: int  # the block it declares or is a frame of
-    frame: bool
-    write: int  # the append it was written (and synced) by
+    kind: RecordKind
+    blocks: tuple[int, ...]  # the block it declares or is a frame of; a rows record: its selections'
+    write: int  # the write it was appended (and synced) by
 
 
-def write_stream(root: str, appends: list[int]) -> tuple[str, list[Record]]:
-    """One segment holding a frame of block ``b`` for each ``b`` in ``appends``, each
-    synced before the next; its path and every record."""
+#: The records that are a block's frame.
+FRAMES = (RecordKind.FRAME, RecordKind.SELECTION)
+
+
+def write_stream(root: str, appends: list[list[int]]) -> tuple[str, list[Record]]:
+    """One segment holding, for each write of ``appends`` (the blocks it writes to), a
+    frame of each of its blocks: a frame record for one block, a rows record and a
+    selection of it per block for several; each write synced before the next. Its path
+    and every record, where the format lays them out."""
     fileio = open_fileio(root)
-    headers = {b: header(f"fg{b}") for b in set(appends)}
-    seqs = dict.fromkeys(headers, 0)
+    headers = {b: header(f"fg{b}") for blocks in appends for b in blocks}
     with GroupCommitter() as committer:
         stream = WalStream(fileio, stream_dir(root), table="t", owner="w", committer=committer)
-        for b in appends:
-            batch = batch_for(b, seqs[b])
-            stream.append(headers[b], frame_payload(SCHEMA, batch), batch.num_rows, txn_id=0,
-                          producer_id=producer_id(b), producer_seq=seqs[b])
-            seqs[b] += 1
+        for w, blocks in enumerate(appends):
+            batch = batch_for(0, w)
+            ids = {"txn_id": 0, "producer_id": producer_id(0), "producer_seq": w}
+            if len(blocks) == 1:
+                stream.append(headers[blocks[0]], frame_payload(SCHEMA, batch), batch.num_rows, **ids)
+            else:
+                selections = {b: selection_for(batch.num_rows, b) for b in blocks}
+                frames = [StreamFrame(headers[b], sel, sel.count) for b, sel in selections.items()]
+                stream.queue(frames, **ids, rows=frame_payload(SCHEMA, batch)).pending.wait()
         stream.close()
     [info] = list_logs(fileio, stream_dir(root))
-    contents = read_stream(fileio, info.path)
-    frames = sorted((f.offset, f.length, int(b.header.file_group[2:]))
-                    for b in contents.blocks for f in b.frames)
+    data = fileio.read_bytes(info.path)
     records: list[Record] = []
-    pos, declared = header_length(fileio.read_range(info.path, 0, HEADER_PREFIX_SIZE), info.path), set()
-    for write, (offset, length, b) in enumerate(frames):
-        if b not in declared:
-            declared.add(b)
-            records.append(Record(pos, pos + RECORD_HEADER_SIZE, offset, b, False, write))
-        records.append(Record(offset, offset + RECORD_HEADER_SIZE, offset + length, b, True, write))
-        pos = offset + length
+    pos, declared = header_length(data, info.path), set()
+    for w, blocks in enumerate(appends):
+        layout = [(RecordKind.ROWS, tuple(blocks))] if len(blocks) > 1 else []
+        for b in blocks:
+            if b not in declared:
+                declared.add(b)
+                layout.append((RecordKind.BLOCK, (b,)))
+            layout.append((RecordKind.FRAME if len(blocks) == 1 else RecordKind.SELECTION, (b,)))
+        for kind, of in layout:
+            assert data[pos : pos + 4] == b"MTWR" and data[pos + 8] == kind, (pos, kind)
+            end = pos + RECORD_HEADER_SIZE + int.from_bytes(data[pos + 12 : pos + 16], "little")
+            records.append(Record(pos, pos + RECORD_HEADER_SIZE, end, kind, of, w))
+            pos = end
+    assert pos == len(data)
     return info.path, records
 
 
-def expected(records: list[Record], before: int) -> dict[int, int]:
-    """Frames per block of the records that end by ``before``."""
-    kept: dict[int, int] = {}
+def expected(records: list[Record], before: int) -> dict[int, list[int]]:
+    """The frames (their writes) per block of the records that end by ``before``."""
+    kept: dict[int, list[int]] = {}
     for r in records:
-        if r.frame and r.end <= before:
-            kept[r.block] = kept.get(r.block, 0) + 1
+        if r.kind in FRAMES and r.end <= before:
+            kept.setdefault(r.blocks[0], []).append(r.write)
     return kept
 
 
-def recovered(fileio: FileIO, root: str, skip: frozenset[int] = frozenset()) -> dict[int, int]:
+def recovered(
+    fileio: FileIO, root: str, appends: list[list[int]], skip: frozenset[int] = frozenset()
+) -> dict[int, list[int]]:
+    """The frames (their writes) per block recovered, but of the blocks in ``skip``; each
+    frame holds exactly the rows written to its block."""
     blocks = recover_blocks(fileio, stream_dir(root), lambda h: int(h.file_group[2:]) not in skip)
-    found = {int(b.header.file_group[2:]): [f.producer_seq for f in b.frames] for b in blocks}
-    for seqs in found.values():
-        assert seqs == list(range(len(seqs)))
-    return {b: len(seqs) for b, seqs in found.items() if seqs}
+    found: dict[int, list[int]] = {}
+    for block in blocks:
+        b = int(block.header.file_group[2:])
+        for f in block.frames:
+            assert f.batch.equals(written(batch_for(0, f.producer_seq), b, len(appends[f.producer_seq]) > 1))
+        found[b] = [f.producer_seq for f in block.frames]
+    return {b: writes for b, writes in found.items() if writes}
 
 
-def check_damage(root: str, appends: list[int], picks: list[tuple[int, int]]) -> None:
+def check_damage(root: str, appends: list[list[int]], picks: list[tuple[int, int]]) -> None:
     """Cut the stream at, flip a bit of, or damage beyond repair, chosen bytes of chosen
     records: every block keeps exactly its frames that are intact and were acknowledged,
     on its own."""
     fileio = open_fileio(root)
     path, records = write_stream(root, appends)
     data = fileio.read_bytes(path)
-    last_write = records[-1].write
+    last_write = len(appends) - 1
     everything = expected(records, len(data))
+
+    def fails(failed: dict[int, str]) -> None:
+        """Exactly the blocks of ``failed`` fail, each for its reason; the others keep
+        every frame."""
+        assert recovered(fileio, root, appends, frozenset(failed)) == {
+            b: writes for b, writes in everything.items() if b not in failed
+        }
+        for b, reason in failed.items():
+            with pytest.raises(CorruptFileError, match=reason):
+                recovered(fileio, root, appends, frozenset(failed) - {b})
+
     for index, where in picks:
         r = records[index % len(records)]
         at = r.offset + where % (r.end - r.offset)
         fileio.write_atomic(path, data[:at])  # torn at ``at``
-        assert recovered(fileio, root) == expected(records, at)
+        assert recovered(fileio, root, appends) == expected(records, at)
         fileio.write_atomic(path, data[:at] + bytes([data[at] ^ 0x10]) + data[at + 1:])
-        if r.frame and at >= r.header_end:  # a frame's payload: only its block fails
-            if r.write == last_write:  # damage in the last write looks torn: never acked
-                assert recovered(fileio, root) == expected(records, r.offset)
-            else:
-                with pytest.raises(CorruptFileError, match="payload"):
-                    recovered(fileio, root)
-                assert recovered(fileio, root, frozenset([r.block])) == {
-                    b: n for b, n in everything.items() if b != r.block
-                }
-        else:  # one flipped bit of a record header or of a block declaration: repaired
-            assert recovered(fileio, root) == everything
+        if at < r.header_end or r.kind is RecordKind.BLOCK:  # one flipped bit: repaired
+            assert recovered(fileio, root, appends) == everything
+        elif r.write == last_write:  # damage in the last write looks torn: never acked
+            assert recovered(fileio, root, appends) == expected(records, r.offset)
+        elif r.kind is RecordKind.ROWS:  # the blocks taking rows of it fail
+            fails(dict.fromkeys(r.blocks, "rows payload checksum mismatch"))
+        else:  # a frame's payload: only its block fails
+            fails({r.blocks[0]: "payload checksum mismatch"})
         # a record header damaged beyond repair (two bytes of it)
         one, two = r.offset + 8 + where % 24, r.offset + 32 + where % 32
         fileio.write_atomic(path, data[:one] + bytes([data[one] ^ 0xFF]) + data[one + 1:two]
                             + bytes([data[two] ^ 0xFF]) + data[two + 1:])
         if r.write == last_write:
-            assert recovered(fileio, root) == expected(records, r.offset)
-        elif not r.frame:  # a lost declaration: its block's frames cannot be named
+            assert recovered(fileio, root, appends) == expected(records, r.offset)
+        elif r.kind is RecordKind.BLOCK:  # a lost declaration: its block's frames cannot be named
             with pytest.raises(CorruptFileError, match="declaration was lost"):
-                recovered(fileio, root)
-        else:  # the blocks declared before it may have lost a frame; the others are exact
-            failed = frozenset(d.block for d in records if not d.frame and d.offset < r.offset)
-            assert recovered(fileio, root, failed) == {
-                b: n for b, n in everything.items() if b not in failed
-            }
-            for b in failed:
-                with pytest.raises(CorruptFileError, match="lost before"):
-                    recovered(fileio, root, frozenset(failed - {b}))
+                recovered(fileio, root, appends)
+        else:  # the blocks declared before it may have lost a frame, those selecting rows of
+            # a lost rows record did; the others are exact
+            failed = {d.blocks[0]: "lost before" for d in records
+                      if d.kind is RecordKind.BLOCK and d.offset < r.offset}
+            if r.kind is RecordKind.ROWS:
+                failed = dict.fromkeys(r.blocks, "a selection of a rows record lost") | failed
+            fails(failed)
         fileio.write_atomic(path, data)
 
 
 damage_cases = (
-    st.lists(st.integers(0, 4), min_size=1, max_size=12),
+    st.lists(st.lists(st.integers(0, 4), min_size=1, max_size=4, unique=True), min_size=1, max_size=12),
     st.lists(st.tuples(st.integers(0, 100), st.integers(0, 10_000)), min_size=1, max_size=12),
 )
 
 
 @settings(max_examples=20, deadline=None)
 @given(*damage_cases)
+@example([[0, 1], [0]], [(2, 0)])  # block 1 declared after a lost selection of a run
 def test_torn_and_damaged_streams_recover_exactly_per_block(
-    appends: list[int], picks: list[tuple[int, int]]
+    appends: list[list[int]], picks: list[tuple[int, int]]
 ) -> None:
     with tempfile.TemporaryDirectory() as root:
         check_damage(root, appends, picks)
@@ -294,7 +348,7 @@ def test_torn_and_damaged_streams_recover_exactly_per_block(
 @settings(max_examples=200, deadline=None)
 @given(*damage_cases)
 def test_torn_and_damaged_streams_recover_exactly_per_block_many(
-    appends: list[int], picks: list[tuple[int, int]]
+    appends: list[list[int]], picks: list[tuple[int, int]]
 ) -> None:
     with tempfile.TemporaryDirectory() as root:
         check_damage(root, appends, picks)

@@ -331,6 +331,7 @@ def test_selections_of_a_write_s_rows_round_trip() -> None:
     ]
     assert all(b.error is None for b in contents.blocks) and contents.tail == 0
     assert len({(f.offset, f.txn_id, f.producer_seq) for b in contents.blocks for f in b.frames}) == 1
+    assert all(len(s.payload(8)) % 8 == 0 for s in selections)  # records stay 8-byte aligned
     assert Selection.of(np.array([5, 6, 7], np.int32)) == Selection(3, 5)  # consecutive: a run
     with pytest.raises(InvalidArgumentError, match="32-bit"):
         Selection.of(np.array([1, 3], np.int64))

@@ -13,12 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from memtier.errors import CorruptFileError, NotAWalFileError, WalClosedError
 from memtier.io import FileIO, open_fileio
 from memtier.wal import (
+    FrameRef,
     GroupCommitter,
     SegmentName,
     StreamFrame,
@@ -33,7 +35,7 @@ from memtier.wal import (
     recover_blocks,
     stale_segments,
 )
-from memtier.wal.format import RECORD_HEADER_SIZE, frame_payload
+from memtier.wal.format import RECORD_HEADER_SIZE, Selection, frame_payload
 from memtier.wal.storage import list_logs
 from tests.support.wal import SCHEMA, batch_for, header, producer_id
 
@@ -197,6 +199,57 @@ def test_frames_are_read_back_by_where_they_lie_and_checked(root: str) -> None:
     fileio.write_atomic(last.path, fileio.read_bytes(last.path)[: last.offset + last.length - 1])  # torn
     with pytest.raises(CorruptFileError, match=f"corrupt at byte {last.offset}: .*incomplete"):
         read_frames(fileio, [last], SCHEMA)
+
+
+def test_frames_selecting_rows_of_a_write_are_read_back_and_recovered_exactly(root: str) -> None:
+    """Writes to three blocks as one rows record and a selection of it per block (runs and
+    positions; every third write as a frame record per block): each block's frames, read
+    back by where they lie across segments or recovered, hold exactly its rows."""
+    fileio = open_fileio(root)
+    written: dict[int, list[pa.RecordBatch]] = {b: [] for b in range(3)}
+    refs: list[tuple[FrameRef, ...]] = []
+    with GroupCommitter() as committer:
+        stream = WalStream(
+            fileio, f"{root}/s", table="t", owner="a", committer=committer, segment_bytes=3000
+        )
+        for seq in range(9):
+            batch = batch_for(0, seq, rows=10)
+            ids = {"txn_id": seq, "producer_id": producer_id(0), "producer_seq": seq}
+            if seq % 3 == 2:
+                payload = frame_payload(SCHEMA, batch)
+                queued = stream.queue([StreamFrame(block_header(b), payload, 10) for b in range(3)], **ids)
+                taken = [batch] * 3
+            else:
+                selections = [
+                    Selection(4, seq % 7),
+                    Selection.of(np.array([0, seq + 1, 9], np.int32)),
+                    Selection.of(np.arange(seq, 10, dtype=np.int32)),  # consecutive: a run
+                ]
+                assert [s.positions is None for s in selections] == [True, False, True]
+                frames = [StreamFrame(block_header(b), s, s.count) for b, s in enumerate(selections)]
+                queued = stream.queue(frames, **ids, rows=frame_payload(SCHEMA, batch))
+                taken = [s.rows_of(batch) for s in selections]
+            queued.pending.wait()
+            refs.append(queued.refs)
+            for b in range(3):
+                written[b].append(taken[b])
+        stream.close()
+    assert len({r.path for write in refs for r in write}) > 2  # spans segments
+    # a shared write's frames all start at its rows record, each ending with its selection
+    assert [len({r.offset for r in write}) for write in refs] == [1, 1, 3] * 3
+    for b in range(3):
+        read = read_frames(fileio, [write[b] for write in refs], SCHEMA)
+        assert [f.batch for f in read] == written[b]
+        assert [(f.txn_id, f.producer_seq) for f in read] == [(seq, seq) for seq in range(9)]
+        assert [(f.offset, f.length) for f in read] == [(write[b].offset, write[b].length) for write in refs]
+    backwards = [r for write in reversed(refs) for r in write]  # any order, segments mixed
+    assert [f.batch for f in read_frames(fileio, backwards, SCHEMA)] == [
+        written[b][seq] for seq in reversed(range(9)) for b in range(3)
+    ]
+    recovered = {b.header.file_group: b for b in recover_blocks(fileio, f"{root}/s", lambda h: True)}
+    for b in range(3):
+        assert [f.batch for f in recovered[f"fg{b}"].frames] == written[b]
+        assert recovered[f"fg{b}"].refs == [write[b] for write in refs]
 
 
 def test_stream_and_block_files_are_told_apart(root: str) -> None:
