@@ -139,8 +139,9 @@ def file_group_order(
     table server groups them (:func:`file_groups`: partitions by first appearance, then
     buckets; rows of a group in write order), so that each file group's rows are one run
     of the batch a server gets (a slice of it in memory and a run in the WAL, where rows
-    in another order are a selection by position); None when the rows are in it already. Any subset of the rows taken in this order is in it too (a batch split
-    over table servers by bucket). ``row_buckets``: each row's bucket when known already.
+    in another order are a selection by position); None when the rows are in it already.
+    Any subset of the rows taken in this order is in it too (a batch split over table
+    servers by bucket). ``row_buckets``: each row's bucket when known already.
     Raises what :func:`bucket_ids` raises for bad keys."""
     if row_buckets is None:
         row_buckets = bucket_ids(table, key_fields, buckets)

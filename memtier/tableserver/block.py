@@ -149,6 +149,9 @@ class Block:
         self.flushed_instant: str | None = None  # the instant that wrote it to the table
         self.flushed_at: float | None = None  # monotonic time of that
         self.pinned = False  # a flush is reading it: not evicted meanwhile
+        #: Blocks of a table's file groups sealed together share a generation (a flush
+        #: round takes whole generations: they hold rows of the same writes).
+        self.generation = 0
         self.created = time.monotonic()
         self._lock = threading.Lock()
 

@@ -88,6 +88,7 @@ class FileGroup:
                 block.evict()
                 block.mark_flushed("00000000000000000")  # before any reader's instant
             else:
+                block.generation = len(unflushed)  # the k-th of each file group: sealed together
                 unflushed.append(block)
             self.blocks.append(block)
         self.next_block_id = max(self.next_block_id, flushed_through + 1)
@@ -105,8 +106,8 @@ class FileGroup:
     def is_duplicate(self, producer: bytes, seq: int) -> bool:
         return seq <= self.high_water.get(producer, -1)
 
-    def open_block(self) -> Block:
-        """The block new frames go to (started when there is none open)."""
+    def open_block(self, generation: int) -> Block:
+        """The block new frames go to (started, of ``generation``, when there is none open)."""
         if self.blocks and not self.blocks[-1].sealed:
             return self.blocks[-1]
         header = WalHeader(
@@ -118,6 +119,7 @@ class FileGroup:
             created_ms=int(self._clock() * 1000),
         )
         block = Block(header, self._fileio)
+        block.generation = generation
         self.next_block_id += 1
         self.blocks.append(block)
         return block

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
 import threading
 import time
@@ -128,6 +129,17 @@ class _Table:
     flush_lock: threading.Lock = field(default_factory=threading.Lock)
     publish: threading.Lock = field(default_factory=threading.Lock)  # a flush's completion vs reads
     acknowledged: Tally = field(default_factory=lambda: Tally())
+    #: The generation of the blocks opened now: the table's open blocks are sealed together
+    #: (a write to several file groups is one record in the WAL stream that each of their
+    #: blocks selects rows of, so a flush round taking whole generations reads each write
+    #: once), and the next blocks are of the next generation.
+    generation: int = 0
+    open_bytes: int = 0  # bytes appended to the current generation
+    generation_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def open_blocks(self) -> list[Block]:
+        """Its blocks still open (one per file group at most)."""
+        return [g.blocks[-1] for g in list(self.groups.values()) if g.blocks and not g.blocks[-1].sealed]
 
     @functools.cached_property
     def stored_schema(self) -> pa.Schema:
@@ -226,8 +238,11 @@ class TableServer:
             for key in files.keys() | streamed.keys():
                 group = self._new_group(t, key)
                 through = flushed.get((key.partition, key.file_id), 0)
-                for block in group.recover(files.get(key, []), streamed.get(key, []), through):
+                recovered = group.recover(files.get(key, []), streamed.get(key, []), through)
+                for block in recovered:
                     self.memory.add(block.memory)
+                with t.generation_lock:  # blocks opened from now on come after the recovered ones
+                    t.generation = max(t.generation, len(recovered))
                 t.groups[key] = group
             t.owned |= wanted
         log.info("%s serves buckets %s of %s (%d file groups recovered)",
@@ -411,6 +426,7 @@ class TableServer:
         pending: PendingAppend | None = None
         made: list[tuple[Block, Frame]] = []
         rows = added = 0
+        full = False
         estimate = share.nbytes // len(pieces)  # a block's size grows by its share
         locked = sorted({id(g): g for g in groups}.values(), key=lambda g: g.key)
         try:
@@ -422,7 +438,7 @@ class TableServer:
                 ]
                 if not fresh:
                     return 0
-                blocks = [group.open_block() for group, _ in fresh]
+                blocks = [group.open_block(t.generation) for group, _ in fresh]
                 queued = t.stream.queue(
                     [StreamFrame(b.header, selection if shared else payload, selection.count)
                      for b, (_, selection) in zip(blocks, fresh, strict=True)],
@@ -443,8 +459,9 @@ class TableServer:
                     made.append((block, frame))
                     rows += selection.count
                     added += 1
-                    if block.nbytes >= self._block_max_bytes:
-                        block.seal()
+                with t.generation_lock:
+                    t.open_bytes += estimate * added
+                    full = t.open_bytes >= self._block_max_bytes
         finally:
             # the slices not appended (duplicates, or an error) are dropped at once
             self.memory.release(sum(share.drop() for _ in range(len(pieces) - added)))
@@ -452,7 +469,23 @@ class TableServer:
                 pending.wait()
         for block, frame in made:
             block.confirm(frame)
+        if full:
+            self._seal_generation(t, lambda: t.open_bytes >= self._block_max_bytes)
         return rows
+
+    def _seal_generation(self, t: _Table, due: Callable[[], bool]) -> None:
+        """Seal every open block of ``t`` together if ``due()`` still holds once every
+        file group's lock is held (taken in key order, as appends take theirs); blocks
+        opened from then on are of the next generation."""
+        groups = sorted(list(t.groups.values()), key=lambda g: g.key)
+        with _all_held([g.lock for g in groups]):
+            if not due():
+                return
+            for group in groups:
+                group.seal_open()
+            with t.generation_lock:
+                t.generation += 1
+                t.open_bytes = 0
 
     def fence_txn(self, txn_id: int) -> None:
         """The master is resolving ``txn_id``: refuse its writes from now on."""
@@ -487,24 +520,21 @@ class TableServer:
         """Free memory until ``incoming`` bytes fit the budget; the bytes freed.
 
         Sealed blocks go first (flushed ones, then the oldest unflushed: their rows stay
-        in the WAL and are read back when needed); only when those do not suffice are
-        the largest open blocks sealed and evicted too.
+        in the WAL and are read back when needed); only when those do not suffice are the
+        open blocks of the tables holding most sealed (a generation) and evicted too.
         """
         need = self.memory.over(incoming)
         if need <= 0:
             return 0
         freed = self._evict_sealed(need)
-        if freed >= need:
-            return freed
-        open_blocks = [(g, b) for _, g, b in self._blocks() if not b.sealed and b.memory]
-        for group, block in sorted(open_blocks, key=lambda gb: -gb[1].memory):
-            if freed >= need:
+        with self._lock:
+            tables = list(self._tables.values())
+        held = [(sum(b.memory for b in t.open_blocks()), t) for t in tables]
+        for memory, t in sorted(held, key=lambda mt: -mt[0]):
+            if freed >= need or not memory:
                 break
-            with group.lock:
-                block.seal()
-            released = block.evict()
-            self.memory.release(released)
-            freed += released
+            self._seal_generation(t, lambda: True)  # (its blocks share their writes' memory)
+            freed += self._evict_sealed(need - freed)
         return freed
 
     def _evict_sealed(self, need: int) -> int:
@@ -522,9 +552,10 @@ class TableServer:
     def evict(self) -> int:
         """Seal every block and drop all of them from memory (they stay in their WAL
         files and are read back on demand); the bytes freed."""
-        for _, group, _ in self._blocks():
-            with group.lock:
-                group.seal_open()
+        with self._lock:
+            tables = list(self._tables.values())
+        for t in tables:
+            self._seal_generation(t, lambda: True)
         freed = 0
         for _, _, block in self._blocks():
             released = block.evict()
@@ -612,10 +643,14 @@ class TableServer:
             streams = [t.stream for t in self._tables.values()]
         for stream in streams:
             stream.roll_idle()
-        for _, group, block in self._blocks():
-            if not block.sealed and now - block.created >= max_age and group.blocks[-1] is block:
-                with group.lock:
-                    block.seal()
+        with self._lock:
+            tables = list(self._tables.values())
+        for t in tables:
+            def aged(t: _Table = t) -> bool:
+                return any(now - b.created >= max_age for b in t.open_blocks())
+
+            if aged():
+                self._seal_generation(t, aged)
         instants: list[str] = []
         due = now - self._last_flush >= self.config.flush_interval.total_seconds()
         if due or self.memory.pressure() > 0.7:
@@ -695,9 +730,7 @@ class TableServer:
         instants = []
         for t in tables:
             if seal:
-                for group in list(t.groups.values()):
-                    with group.lock:
-                        group.seal_open()
+                self._seal_generation(t, lambda: True)
             more = True
             while more:  # rounds of at most _flush_round_bytes, each its own commit
                 started = time.perf_counter()
@@ -709,14 +742,15 @@ class TableServer:
 
     @property
     def _block_max_bytes(self) -> int:
-        """Blocks are sealed at ``tableserver.block-max-bytes``, or at a sixteenth of the
-        memory budget when that is less, so one block's flush (the block and its
-        :data:`FLUSH_COPIES`) takes at most half the budget."""
+        """A table's open blocks are sealed (together) once they hold
+        ``tableserver.block-max-bytes``, or a sixteenth of the memory budget when that is
+        less, so one generation's flush (its blocks and their :data:`FLUSH_COPIES`) takes
+        at most half the budget."""
         return max(1, min(self.config.block_max_bytes, self.config.memory_budget // 16))
 
     @property
     def _flush_round_bytes(self) -> int:
-        """The most block bytes one flush commit takes (one block at least): evicted
+        """The most block bytes one flush commit takes (one generation at least): evicted
         blocks are read back from their WAL to be flushed, and the flush copies the rows
         (:data:`FLUSH_COPIES`), so a backlog is flushed in rounds that fit in memory."""
         return self._block_max_bytes
@@ -728,24 +762,15 @@ class TableServer:
             snapshot = self._master.txn_snapshot()
             # file groups a clustering is rewriting: their blocks wait for it to complete
             held = pending_clustering(t.meta.io, t.meta.base_path, t.meta.timeline())
-            work: list[tuple[FileGroup, list[Block]]] = []
-            taken, limit, more = 0, self._flush_round_bytes, False
+            ready: list[tuple[FileGroup, list[Block]]] = []
             for group in list(t.groups.values()):
-                if (group.key.partition, group.key.file_id) in held:
-                    continue
-                ready = []
-                for block in group.unflushed():
-                    if not block.sealed or not block.resolved(snapshot):
-                        break  # blocks flush in order
-                    if taken and taken + block.nbytes > limit:
-                        more = True
-                        break
-                    ready.append(block)
-                    taken += block.nbytes
-                if ready:
-                    work.append((group, ready))
+                if (group.key.partition, group.key.file_id) not in held:
+                    ready.append((group, list(itertools.takewhile(  # blocks flush in order
+                        lambda b: b.sealed and b.resolved(snapshot), group.unflushed()))))
+            work, more = _round(ready, self._flush_round_bytes)
             if not work:
                 return None, False
+            taken = sum(b.nbytes for _, blocks in work for b in blocks)
             # taken from the budget while flushing: the copies here and in the flush worker,
             # and evicted blocks read back
             copies = FLUSH_COPIES + (WORKER_COPY if self.config.flush_worker is FlushWorker.PROCESS else 0)
@@ -885,6 +910,44 @@ class TableServer:
             t.stream.close()
         self._committer.close()
         self.flusher.close()
+
+
+def _round(
+    ready: list[tuple[FileGroup, list[Block]]], limit: int
+) -> tuple[list[tuple[FileGroup, list[Block]]], bool]:
+    """The blocks of ``ready`` (each file group's, in order) one flush round takes, and
+    whether ready blocks are left for another round: whole generations, oldest first,
+    while their bytes fit ``limit`` (a round taking part of a generation reads its writes'
+    records, which its other blocks select rows of too, again in the next), the first
+    one whole up to twice ``limit`` (a generation is sealed once it holds ``limit``: the
+    last write takes it past); of a larger one (writes large for the memory budget), its
+    blocks while they fit, one at least."""
+    sizes: dict[int, int] = {}
+    for _, blocks in ready:
+        for block in blocks:
+            sizes[block.generation] = sizes.get(block.generation, 0) + block.nbytes
+    if not sizes:
+        return [], False
+    first = min(sizes)
+    if sizes[first] > 2 * limit:
+        work, taken = [], 0
+        for group, blocks in ready:
+            chosen = []
+            for block in itertools.takewhile(lambda b: b.generation == first, blocks):
+                if taken and taken + block.nbytes > limit:
+                    return work + ([(group, chosen)] if chosen else []), True
+                chosen.append(block)
+                taken += block.nbytes
+            if chosen:
+                work.append((group, chosen))
+        return work, len(sizes) > 1
+    through, taken, more = first, 0, False
+    for generation in sorted(sizes):
+        if taken and taken + sizes[generation] > limit:
+            more = True
+            break
+        through, taken = generation, taken + sizes[generation]
+    return [(g, chosen) for g, blocks in ready if (chosen := [b for b in blocks if b.generation <= through])], more
 
 
 @contextlib.contextmanager

@@ -107,7 +107,7 @@ __all__ = [
     "WalSeal",
     "check_schema",
     "declared_blocks",
-    "decode_frame_at",
+    "decode_frames_at",
     "decode_seal_record",
     "decode_stream",
     "decode_wal",
@@ -230,6 +230,12 @@ class Selection:
         body = self.positions.tobytes()
         return _SELECTION.pack(back, self.count, _POSITIONS) + body + bytes(_pad8(len(body)))
 
+    def indices(self) -> np.ndarray:
+        """The positions of its rows."""
+        if self.positions is None:
+            return np.arange(self.start, self.start + self.count, dtype=np.int64)
+        return self.positions.astype(np.int64)
+
     def rows_of(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """These rows of ``batch``."""
         if self.positions is None:
@@ -237,9 +243,12 @@ class Selection:
         return batch.take(pa.array(self.positions))
 
 
-def _parse_selection(payload: pa.Buffer, rows: int, path: str, offset: int) -> tuple[int, Selection]:
+def _parse_selection(
+    payload: pa.Buffer, rows: int, path: str, offset: int, *, check_positions: bool = True
+) -> tuple[int, Selection]:
     """(bytes back to the rows record, the selection) of a selection record's payload,
-    checked against the ``rows`` of the batch it selects from."""
+    checked against the ``rows`` of the batch it selects from (positions: unless
+    ``check_positions`` is False, the caller checking them)."""
     if payload.size < _SELECTION.size:
         raise CorruptFileError(path, offset, f"selection of {payload.size} bytes")
     back, count, start = _SELECTION.unpack_from(payload, 0)
@@ -250,9 +259,19 @@ def _parse_selection(payload: pa.Buffer, rows: int, path: str, offset: int) -> t
     if payload.size < _SELECTION.size + 4 * count:
         raise CorruptFileError(path, offset, f"selection of {count} positions in {payload.size} bytes")
     positions = np.frombuffer(payload, np.uint32, count, _SELECTION.size)
-    if count and (int(positions[-1]) >= rows or not bool(np.all(positions[1:] > positions[:-1]))):
+    if check_positions and not _ascending_below(positions, rows, [0]):
         raise CorruptFileError(path, offset, f"selection positions not ascending below {rows}")
     return back, Selection(count, positions=positions)
+
+
+def _ascending_below(positions: np.ndarray, rows: int, starts: list[int]) -> bool:
+    """Whether each run of ``positions`` from each of ``starts`` on is ascending and
+    below ``rows``."""
+    if not len(positions):
+        return True
+    steps = np.diff(positions.astype(np.int64))
+    steps[[s - 1 for s in starts if s]] = 1  # (where a run starts any step is fine)
+    return int(positions.max()) < rows and bool((steps > 0).all())
 
 
 @dataclass(frozen=True)
@@ -738,28 +757,41 @@ def decode_wal(data: pa.Buffer, path: str) -> WalContents:
     return WalContents(path, header, tuple(frames), seal, pos, data.size - pos)
 
 
-def decode_frame_at(
-    data: pa.Buffer, offset: int, length: int, seed: int, schema: pa.Schema, path: str, *,
-    base: int = 0, batches: dict[int, pa.RecordBatch] | None = None,
-) -> WalFrame:
-    """The frame of ``length`` bytes at ``offset`` of ``data``, bytes of a WAL from its
+def decode_frames_at(
+    data: pa.Buffer, places: list[tuple[int, int]], seed: int, schema: pa.Schema, path: str, *, base: int = 0
+) -> list[WalFrame]:
+    """The frames at ``places`` (offset, length) of ``data``, bytes of a WAL from its
     offset ``base`` on (a stream segment's records are seeded with ``seed``, its header's
     :attr:`WalHeader.crc_seed`), every byte checked; :class:`CorruptFileError` if no intact
-    frame is there. The frame's offset is its offset in the WAL. A frame that selects rows
-    of a rows record starts there and ends with its selection record; ``batches`` keeps
-    the rows records decoded (by offset in ``data``), for the other frames of the write."""
+    frame is at one. A frame's offset is its offset in the WAL. A frame that selects rows
+    of a write's rows record starts there and ends with its selection record; the frames
+    of one write are decoded together (its batch once, its records walked once, all their
+    rows taken at once)."""
     view = memoryview(data).cast("B")
-    record = _parse_record(data, view, offset, seed)
-    if isinstance(record, _Record) and record.kind is RecordKind.ROWS and record.payload_ok:
-        return _selected_frame(data, view, offset, record, offset + length, seed, schema, path, base,
-                               {} if batches is None else batches)
-    if isinstance(record, str) or record.kind is not RecordKind.FRAME or not record.payload_ok:
-        raise CorruptFileError(path, base + offset, f"no intact frame where one was written: {_why(record)}")
-    payload = data.slice(offset + RECORD_HEADER_SIZE, record.payload_length)
-    return WalFrame(
-        base + offset, RECORD_HEADER_SIZE + record.payload_length, record.txn_id, record.producer_id,
-        record.producer_seq, _decode_batch(payload, schema, path, base + offset),
-    )
+    frames: list[WalFrame | None] = [None] * len(places)
+    writes: dict[int, list[int]] = {}  # a rows record's offset -> the places selecting rows of it
+    for i, (offset, _) in enumerate(places):
+        if offset in writes:  # another frame of a write met already
+            writes[offset].append(i)
+            continue
+        record = _parse_record(data, view, offset, seed)
+        if isinstance(record, _Record) and record.kind is RecordKind.ROWS and record.payload_ok:
+            writes.setdefault(offset, []).append(i)
+        elif isinstance(record, str) or record.kind is not RecordKind.FRAME or not record.payload_ok:
+            raise CorruptFileError(path, base + offset, f"no intact frame where one was written: {_why(record)}")
+        else:
+            payload = data.slice(offset + RECORD_HEADER_SIZE, record.payload_length)
+            frames[i] = WalFrame(
+                base + offset, RECORD_HEADER_SIZE + record.payload_length, record.txn_id, record.producer_id,
+                record.producer_seq, _decode_batch(payload, schema, path, base + offset),
+            )
+    for offset, members in writes.items():
+        ends = [offset + places[i][1] for i in members]
+        for i, frame in zip(members, _selected_frames(data, view, offset, ends, seed, schema, path, base),
+                            strict=True):
+            frames[i] = frame
+    assert all(f is not None for f in frames)
+    return frames  # type: ignore[return-value]
 
 
 def _why(record: _Record | str) -> str:
@@ -769,34 +801,45 @@ def _why(record: _Record | str) -> str:
     return f"a {record.kind.name.lower()} record" if record.payload_ok else "payload checksum mismatch"
 
 
-def _selected_frame(
-    data: pa.Buffer, view: memoryview, offset: int, rows: _Record, end: int, seed: int,
-    schema: pa.Schema, path: str, base: int, batches: dict[int, pa.RecordBatch],
-) -> WalFrame:
-    """The frame whose selection record ends at ``end``, of the rows record ``rows`` at
-    ``offset`` (the records between are walked by their headers)."""
+def _selected_frames(
+    data: pa.Buffer, view: memoryview, offset: int, ends: list[int], seed: int, schema: pa.Schema, path: str,
+    base: int,
+) -> list[WalFrame]:
+    """The frames whose selection records end at ``ends``, of the write whose (intact)
+    rows record is at ``offset``: the records after it walked once by their headers, the
+    rows of every frame taken from its batch at once."""
+    rows = _parse_record(data, view, offset, seed)
+    assert isinstance(rows, _Record)
+    batch = _decode_batch(data.slice(offset + RECORD_HEADER_SIZE, rows.payload_length), schema, path, base + offset)
+    wanted, found, last = set(ends), {}, max(ends)
     pos = offset + RECORD_HEADER_SIZE + rows.payload_length
-    while pos < end:
+    while pos < last:
         record = _parse_record(data, view, pos, seed)
         if isinstance(record, str):
             break
         length = RECORD_HEADER_SIZE + record.payload_length
-        if pos + length == end:
-            if record.kind is not RecordKind.SELECTION or not record.payload_ok:
-                break
-            batch = batches.get(offset)
-            if batch is None:
-                payload = data.slice(offset + RECORD_HEADER_SIZE, rows.payload_length)
-                batch = batches[offset] = _decode_batch(payload, schema, path, base + offset)
+        if pos + length in wanted and record.kind is RecordKind.SELECTION and record.payload_ok:
             back, selection = _parse_selection(
-                data.slice(pos + RECORD_HEADER_SIZE, record.payload_length), batch.num_rows, path, base + pos
+                data.slice(pos + RECORD_HEADER_SIZE, record.payload_length), batch.num_rows, path, base + pos,
+                check_positions=False,
             )
             if back != pos - offset:
-                raise CorruptFileError(path, base + pos, f"a selection of the rows {back} bytes back, not {pos - offset}")
-            return WalFrame(base + offset, end - offset, record.txn_id, record.producer_id, record.producer_seq,
-                            selection.rows_of(batch))
+                raise CorruptFileError(path, base + pos, f"a selection of rows {back} bytes back, not {pos - offset}")
+            found[pos + length] = (record, selection)
         pos += length
-    raise CorruptFileError(path, base + offset, f"no intact selection ending at byte {base + end}")
+    missing = [end for end in ends if end not in found]
+    if missing:
+        raise CorruptFileError(path, base + offset, f"no intact selection ending at byte {base + missing[0]}")
+    chosen = [found[end] for end in ends]
+    indices = np.concatenate([s.indices() for _, s in chosen])
+    starts = np.cumsum([0, *(s.count for _, s in chosen)]).tolist()[:-1]
+    if not _ascending_below(indices, batch.num_rows, starts):
+        raise CorruptFileError(path, base + offset, f"a selection's positions not ascending below {batch.num_rows}")
+    taken = batch.take(pa.array(indices))
+    return [
+        WalFrame(base + offset, end - offset, r.txn_id, r.producer_id, r.producer_seq, taken.slice(a, s.count))
+        for end, (r, s), a in zip(ends, chosen, starts, strict=True)
+    ]
 
 
 def _decode_seal_payload(payload: pa.Buffer, path: str, offset: int) -> WalSeal:

@@ -48,7 +48,7 @@ from memtier.wal.format import (
     WalHeader,
     WalKind,
     declared_blocks,
-    decode_frame_at,
+    decode_frames_at,
     decode_stream,
     encode_declaration,
     frame_record,
@@ -363,10 +363,9 @@ def read_frames(fileio: FileIO, refs: Sequence[FrameRef], schema: pa.Schema) -> 
         spans = _spans(refs, indices)
         read = wal_storage(fileio, path).read_ranges([(start, end - start) for start, end, _ in spans])
         for (start, _, members), data in zip(spans, read, strict=True):
-            batches: dict[int, pa.RecordBatch] = {}  # rows records decoded, for each selection of them
-            for i in members:
-                frames[i] = decode_frame_at(data, refs[i].offset - start, refs[i].length, refs[i].seed, schema,
-                                            path, base=start, batches=batches)
+            places = [(refs[i].offset - start, refs[i].length) for i in members]
+            decoded = decode_frames_at(data, places, refs[members[0]].seed, schema, path, base=start)
+            frames.update(zip(members, decoded, strict=True))
     return [frames[i] for i in range(len(refs))]
 
 

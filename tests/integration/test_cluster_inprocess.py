@@ -337,6 +337,46 @@ def test_memory_stays_within_budget_while_writing_ten_times_it(tmp_path) -> None
         cluster.close()
 
 
+def test_a_table_s_blocks_are_sealed_together_and_flushed_a_generation_at_a_time(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write to several file groups is one record in the WAL stream that each of their
+    blocks selects rows of: the table's open blocks are sealed together once they hold
+    the block size between them, and a flush round takes whole generations, so no two
+    rounds read the same writes (a round of one file group's block would read every
+    write its block selects from in full)."""
+    block = 8 << 10
+    config = TableServerConfig(block_max_bytes=block, block_max_age=timedelta(hours=1),
+                               flush_interval=timedelta(hours=1))
+    cluster = InProcessCluster(str(tmp_path), config)
+    try:
+        server = cluster.add_server("a")
+        client = cluster.client()
+        path = create(client, partition_fields=None, buckets=4)
+        writes = [batch(range(n * 40, n * 40 + 40), ts=n) for n in range(40)]
+        for data in writes:
+            client.write("t", data)
+        groups = list(server._table("t").groups.values())
+        sealed = [[b.generation for b in g.blocks if b.sealed] for g in groups]
+        assert len(groups) == 4 and len(sealed[0]) >= 3 and all(s == sealed[0] for s in sealed), sealed
+        for generation in sealed[0]:
+            size = sum(b.nbytes for g in groups for b in g.blocks if b.generation == generation)
+            assert block <= size < 2 * block
+        rounds: list[set[str]] = []
+        commit = server._commit_flush
+
+        def recorded(t: Any, work: Any, flushed: Any, published: Any) -> Any:
+            rounds.append({f.file_id for f in flushed})
+            return commit(t, work, flushed, published)
+
+        monkeypatch.setattr(server, "_commit_flush", recorded)
+        client.flush("t")
+        assert len(rounds) >= len(sealed[0]) and all(len(r) == 4 for r in rounds), rounds
+        assert rows(HudiTable.open(path).read(), COLUMNS) == expected(*writes)
+    finally:
+        cluster.close()
+
+
 def test_forgetting_flushed_blocks_releases_their_memory(
     cluster: InProcessCluster, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:

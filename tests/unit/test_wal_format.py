@@ -27,6 +27,7 @@ from memtier.wal.format import (
     WalKind,
     WalSeal,
     check_schema,
+    decode_frames_at,
     decode_header,
     decode_stream,
     decode_wal,
@@ -348,6 +349,13 @@ def test_a_selection_outside_its_rows_is_damage_of_its_block(positions: list[int
     ok, bad = contents.blocks
     assert ok.error is None and [f.batch for f in ok.frames] == [batch.slice(0, 2)]
     assert bad.error is not None and problem in str(bad.error) and not bad.frames
+    places = [(f.offset, f.length) for f in ok.frames]  # read back by where they lie: the same
+    places.append((places[0][0], len(data) - places[0][0]))
+    with pytest.raises(CorruptFileError, match=problem):
+        decode_frames_at(pa.py_buffer(data), places, STREAM.crc_seed, SCHEMA, PATH)
+    assert [f.batch for f in decode_frames_at(pa.py_buffer(data), places[:1], STREAM.crc_seed, SCHEMA, PATH)] == [
+        batch.slice(0, 2)
+    ]
 
 
 def test_rows_and_selections_are_stream_records_only() -> None:
