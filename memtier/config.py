@@ -232,8 +232,9 @@ class TableServerConfig:
         "tableserver.block-max-bytes",
         64 << 20,
         parse_size,
-        "a block is sealed (and a new one started) once it holds this many bytes (or a "
-        "sixteenth of the memory budget, if less)",
+        "a table's open blocks on a table server are sealed together (and new ones started) "
+        "once they hold this many bytes between them (or a sixteenth of the memory budget, if "
+        "less); a flush round takes such generations whole",
     )
     block_max_age: timedelta = setting(
         "tableserver.block-max-age",

@@ -32,6 +32,8 @@ RUNS = {
     "flush_offload": ["-m", "bench.flush_offload", "--rounds", "1", "--seconds", "0.5", "--rate", "10",
                       "--rows", "500", "--flush-every", "0.2"],
     "flush_round": ["-m", "bench.flush_round", "--writes", "20", "--rows", "100", "--keys", "500", "--repeat", "1"],
+    "sustained": ["-m", "bench.sustained", "--batches", "8", "--rows-per-batch", "1000", "--threads", "2",
+                  "--buckets", "1,4"],
     "freshness": ["-m", "bench.freshness", "--sizes", "2000", "--rows-per-batch", "1000",
                   "--visible-batches", "2", "--cost-reads", "1"],
     "lookup": ["-m", "bench.lookup", "--sizes", "2000", "--lookups", "5", "--baseline-lookups", "1",
