@@ -290,6 +290,23 @@ def test_version_1_block_files_are_still_read(tmp_path: Path) -> None:
     assert again.sealed and [f.producer_seq for f in again.frames] == [0, 1, 2]
 
 
+def test_version_2_streams_are_still_read(tmp_path: Path) -> None:
+    """A stream segment written by format version 2 (kept in tests/data: two blocks, three
+    writes of a frame each): recovered, its frames read back by where they lie."""
+    data = (DATA / "v2-stream.stream").read_bytes()
+    assert int.from_bytes(data[8:10], "little") == 2
+    directory = tmp_path / "s"
+    directory.mkdir()
+    (directory / f"{'a' * 32}.{0:016x}.stream").write_bytes(data)
+    fileio = open_fileio(str(tmp_path))
+    blocks = {b.header.file_group: b for b in recover_blocks(fileio, str(directory), lambda h: True)}
+    assert sorted(blocks) == ["fg0", "fg1"]
+    for name, block in blocks.items():
+        expected = [batch_for(int(name[2:]), seq) for seq in range(3)]
+        assert [f.batch for f in block.frames] == expected
+        assert [f.batch for f in read_frames(fileio, block.refs, SCHEMA)] == expected
+
+
 def test_stale_segments_of_other_incarnations_go_once_their_blocks_are_flushed(root: str) -> None:
     fileio = open_fileio(root)
     with GroupCommitter() as committer:
