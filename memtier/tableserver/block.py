@@ -29,7 +29,7 @@ from memtier.tableserver.keyindex import KeyIndex
 from memtier.wal import FrameRef, PendingAppend, WalFrame, WalHeader, read_frames, read_wal
 from memtier.wal.format import WalContents
 
-__all__ = ["Block", "Frame", "Share"]
+__all__ = ["Block", "Frame", "Share", "frames_of"]
 
 
 class Share:
@@ -254,16 +254,18 @@ class Block:
     def frames(self) -> list[Frame]:
         """Every durable frame (waiting for appends still syncing), from memory or
         (evicted) from the WAL."""
+        return frames_of([self])[0]
+
+    def _held(self) -> tuple[list[Frame] | None, list[FrameRef]]:
+        """Its frames in memory (None: evicted), and where the frames of an evicted block
+        lie in the WAL stream (none for a block with its own block file)."""
         with self._lock:
-            frames = None if self._frames is None else list(self._frames)
-        if frames is not None:
-            return [f for f in frames if f.durable()]
-        if self.path is not None:
-            return [_frame(f) for f in read_wal(self._fileio, self.path).frames]
-        assert self._evicted is not None, "a dropped block has no frames to read back"
-        refs = [ref for _, _, ref in self._evicted]
-        read = read_frames(self._fileio, refs, self.header.schema)
-        return [_frame(f, ref) for f, ref in zip(read, refs, strict=True)]
+            if self._frames is not None:
+                return list(self._frames), []
+            if self.path is not None:
+                return None, []
+            assert self._evicted is not None, "a dropped block has no frames to read back"
+            return None, [ref for _, _, ref in self._evicted]
 
     def wal_frames(self, keep: Callable[[int], bool]) -> tuple[FramePlaces, int] | None:
         """Where each durable frame whose transaction ``keep`` takes lies in the WAL stream,
@@ -317,6 +319,28 @@ class Block:
         """Every transaction in the block is committed or aborted (it may flush)."""
         with self._lock:
             return all(snapshot.resolved(t) for t in self._txns)
+
+
+def frames_of(blocks: list[Block]) -> list[list[Frame]]:
+    """Each block's durable frames (:meth:`Block.frames`), those of evicted blocks read
+    back from the WAL stream in one pass per schema: a write's frames for several blocks
+    lie in one record there, read once for all of them."""
+    held = [b._held() for b in blocks]
+    by_schema: dict[pa.Schema, list[FrameRef]] = {}
+    for block, (_, refs) in zip(blocks, held, strict=True):
+        by_schema.setdefault(block.header.schema, []).extend(refs)
+    read = {
+        schema: iter(read_frames(blocks[0]._fileio, refs, schema)) for schema, refs in by_schema.items() if refs
+    }
+    found = []
+    for block, (frames, refs) in zip(blocks, held, strict=True):
+        if frames is not None:
+            found.append([f for f in frames if f.durable()])
+        elif block.path is not None:  # a block of an older version: its own block file
+            found.append([_frame(f) for f in read_wal(block._fileio, block.path).frames])
+        else:
+            found.append([_frame(next(read[block.header.schema]), ref) for ref in refs])
+    return found
 
 
 def _rows_of(batch: pa.RecordBatch, rows: np.ndarray | None) -> pa.RecordBatch:

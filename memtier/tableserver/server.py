@@ -43,7 +43,7 @@ from memtier.hudi.tablemeta import TableMeta
 from memtier.io import FileIO, join, open_fileio, parent, relpath, sweep_temp_files
 from memtier.latency import LatencyWindow
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
-from memtier.tableserver.block import Block, Frame, Share
+from memtier.tableserver.block import Block, Frame, Share, frames_of
 from memtier.tableserver.filegroup import FileGroup, FileGroupKey
 from memtier.tableserver.flush import FlushGroup, FlushRows, FramePlaces, Planned, WalRows
 from memtier.tableserver.flusher import Flusher, InlineFlusher, ProcessFlusher
@@ -612,8 +612,10 @@ class TableServer:
                 for block in list(t.groups[key].blocks)
                 if block.missing_from(as_of_instant)
             ]
+        evicted = [block for _, block in missing if not block.resident]  # read back in one pass
+        read_back = dict(zip(map(id, evicted), frames_of(evicted) if evicted else [], strict=True))
         for key, block in missing:
-            for frame, rows in _frames_of_keys(block, pinned):
+            for frame, rows in _frames_of_keys(block, pinned, read_back.get(id(block))):
                 if snapshot is not None and not snapshot.resolved(frame.txn_id):
                     unresolved = True  # shown (latest) or hidden (committed): either may change
                 if snapshot is not None and not snapshot.visible(
@@ -983,15 +985,17 @@ def _file_group_rows(
 
 
 def _frames_of_keys(
-    block: Block, pinned: Mapping[str, list[Any]]
+    block: Block, pinned: Mapping[str, list[Any]], read_back: list[Frame] | None
 ) -> list[tuple[Frame, np.ndarray | None]]:
     """The block's durable frames a read filtered on ``pinned`` key values needs, with
     the rows holding them (None: the whole frame, to be filtered): through the block's
-    key index when it is in memory, else every frame whose key range may hold them."""
+    key index when it is in memory, else every frame whose key range may hold them
+    (``read_back``: its frames, read back from the WAL with other evicted blocks')."""
     found = block.key_frames(pinned) if pinned else None
     if found is not None:
         return [(frame, rows) for frame, rows in found]
-    return [(f, None) for f in block.frames() if all(f.may_hold(c, v) for c, v in pinned.items())]
+    frames = block.frames() if read_back is None else read_back
+    return [(f, None) for f in frames if all(f.may_hold(c, v) for c, v in pinned.items())]
 
 
 def _repeated(runs: list[tuple[str, int]]) -> pa.DictionaryArray:

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+import memtier.tableserver.block as block_module
 import memtier.tableserver.server as tableserver_module
 from memtier.client import Client, Transaction
 from memtier.config import TableServerConfig, WalConfig
@@ -373,6 +374,32 @@ def test_a_table_s_blocks_are_sealed_together_and_flushed_a_generation_at_a_time
         client.flush("t")
         assert len(rounds) >= len(sealed[0]) and all(len(r) == 4 for r in rounds), rounds
         assert rows(HudiTable.open(path).read(), COLUMNS) == expected(*writes)
+    finally:
+        cluster.close()
+
+
+def test_a_read_takes_evicted_blocks_back_from_the_wal_in_one_pass(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Evicted blocks whose frames select rows of the same writes are read back together:
+    each write's record once, not once per block."""
+    cluster = InProcessCluster(str(tmp_path))
+    try:
+        server = cluster.add_server("a")
+        client = cluster.client()
+        create(client, partition_fields=None, buckets=4)
+        writes = [batch(range(n * 40, n * 40 + 40), ts=n) for n in range(5)]
+        for data in writes:
+            client.write("t", data)
+        assert server.evict() > 0
+        calls: list[int] = []
+        read = block_module.read_frames
+
+        def counted(fileio: Any, refs: Any, schema: Any) -> Any:
+            calls.append(len(refs))
+            return read(fileio, refs, schema)
+
+        monkeypatch.setattr(block_module, "read_frames", counted)
+        assert rows(client.read("t"), COLUMNS) == expected(*writes)
+        assert calls == [4 * len(writes)]
     finally:
         cluster.close()
 
