@@ -393,6 +393,19 @@ def frame_payload(schema: pa.Schema, batch: pa.RecordBatch) -> pa.Buffer:
     return payload
 
 
+def _checked_record_header(
+    kind: RecordKind, seed: int, payload: Any, *, txn_id: int, producer_id: bytes, producer_seq: int,
+    sync_mark: int, block_ref: int,
+) -> bytearray:
+    """The record header of a write's record (frame, rows or selection), its ids checked."""
+    if not (0 <= txn_id <= U64_MAX and 0 <= producer_seq <= U64_MAX):
+        _check_u64("txn_id", txn_id)
+        _check_u64("producer_seq", producer_seq)
+    if len(producer_id) != 16:
+        raise InvalidArgumentError(f"producer_id must be 16 bytes, got {len(producer_id)}")
+    return _record_header(kind, payload, sync_mark, txn_id, bytes(producer_id), producer_seq, seed, block_ref)
+
+
 def frame_record(
     seed: int,
     payload: pa.Buffer,
@@ -404,32 +417,16 @@ def frame_record(
     block_ref: int = 0,
 ) -> bytearray:
     """The record header of a frame carrying ``payload`` (see :func:`frame_payload`)."""
-    if not (0 <= txn_id <= U64_MAX and 0 <= producer_seq <= U64_MAX):
-        _check_u64("txn_id", txn_id)
-        _check_u64("producer_seq", producer_seq)
-    if len(producer_id) != 16:
-        raise InvalidArgumentError(f"producer_id must be 16 bytes, got {len(producer_id)}")
-    return _record_header(
-        RecordKind.FRAME,
-        payload,
-        sync_mark,
-        txn_id,
-        bytes(producer_id),
-        producer_seq,
-        seed,
-        block_ref,
-    )
+    return _checked_record_header(RecordKind.FRAME, seed, payload, txn_id=txn_id, producer_id=producer_id,
+                                  producer_seq=producer_seq, sync_mark=sync_mark, block_ref=block_ref)
 
 
 def rows_record(seed: int, payload: pa.Buffer, *, txn_id: int, producer_id: bytes, producer_seq: int,
                 sync_mark: int) -> bytearray:
     """The record header of a write's rows (``payload``: :func:`frame_payload` of its
     whole batch), which the selection records after it take rows of."""
-    record = frame_record(seed, payload, txn_id=txn_id, producer_id=producer_id,
-                          producer_seq=producer_seq, sync_mark=sync_mark)
-    record[8] = RecordKind.ROWS
-    _LENGTH.pack_into(record, 4, crc32c.crc32c(memoryview(record)[8:], seed))
-    return record
+    return _checked_record_header(RecordKind.ROWS, seed, payload, txn_id=txn_id, producer_id=producer_id,
+                                  producer_seq=producer_seq, sync_mark=sync_mark, block_ref=0)
 
 
 def selection_record(
@@ -438,8 +435,9 @@ def selection_record(
 ) -> bytes:
     """A block's frame taking rows of the rows record before it (``payload``:
     :meth:`Selection.payload`), header and payload."""
-    return bytes(_record_header(
-        RecordKind.SELECTION, payload, sync_mark, txn_id, bytes(producer_id), producer_seq, seed, block_ref
+    return bytes(_checked_record_header(
+        RecordKind.SELECTION, seed, payload, txn_id=txn_id, producer_id=producer_id, producer_seq=producer_seq,
+        sync_mark=sync_mark, block_ref=block_ref,
     )) + payload
 
 
@@ -769,14 +767,15 @@ def decode_frames_at(
     rows taken at once)."""
     view = memoryview(data).cast("B")
     frames: list[WalFrame | None] = [None] * len(places)
-    writes: dict[int, list[int]] = {}  # a rows record's offset -> the places selecting rows of it
+    # a rows record's offset -> the record (checked once) and the places selecting rows of it
+    writes: dict[int, tuple[_Record, list[int]]] = {}
     for i, (offset, _) in enumerate(places):
         if offset in writes:  # another frame of a write met already
-            writes[offset].append(i)
+            writes[offset][1].append(i)
             continue
         record = _parse_record(data, view, offset, seed)
         if isinstance(record, _Record) and record.kind is RecordKind.ROWS and record.payload_ok:
-            writes.setdefault(offset, []).append(i)
+            writes[offset] = (record, [i])
         elif isinstance(record, str) or record.kind is not RecordKind.FRAME or not record.payload_ok:
             raise CorruptFileError(path, base + offset, f"no intact frame where one was written: {_why(record)}")
         else:
@@ -785,9 +784,9 @@ def decode_frames_at(
                 base + offset, RECORD_HEADER_SIZE + record.payload_length, record.txn_id, record.producer_id,
                 record.producer_seq, _decode_batch(payload, schema, path, base + offset),
             )
-    for offset, members in writes.items():
+    for offset, (rows, members) in writes.items():
         ends = [offset + places[i][1] for i in members]
-        for i, frame in zip(members, _selected_frames(data, view, offset, ends, seed, schema, path, base),
+        for i, frame in zip(members, _selected_frames(data, view, offset, rows, ends, seed, schema, path, base),
                             strict=True):
             frames[i] = frame
     assert all(f is not None for f in frames)
@@ -802,14 +801,12 @@ def _why(record: _Record | str) -> str:
 
 
 def _selected_frames(
-    data: pa.Buffer, view: memoryview, offset: int, ends: list[int], seed: int, schema: pa.Schema, path: str,
-    base: int,
+    data: pa.Buffer, view: memoryview, offset: int, rows: _Record, ends: list[int], seed: int,
+    schema: pa.Schema, path: str, base: int,
 ) -> list[WalFrame]:
-    """The frames whose selection records end at ``ends``, of the write whose (intact)
-    rows record is at ``offset``: the records after it walked once by their headers, the
-    rows of every frame taken from its batch at once."""
-    rows = _parse_record(data, view, offset, seed)
-    assert isinstance(rows, _Record)
+    """The frames whose selection records end at ``ends``, of the write whose intact
+    ``rows`` record is at ``offset``: the records after it walked once by their headers,
+    the rows of every frame taken from its batch at once."""
     batch = _decode_batch(data.slice(offset + RECORD_HEADER_SIZE, rows.payload_length), schema, path, base + offset)
     wanted, found, last = set(ends), {}, max(ends)
     pos = offset + RECORD_HEADER_SIZE + rows.payload_length
