@@ -32,6 +32,7 @@ from memtier.config import CatalogConfig, ClusterConfig, ServicesConfig, TableSe
 from memtier.errors import InvalidArgumentError, MemtierError, RpcError
 from memtier.gcpauses import freeze_startup, watch_pauses
 from memtier.io import join, read_gently
+from memtier.liveness import PauseWatch
 from memtier.master.master import Master
 from memtier.master.service import MasterProxy, MasterService
 from memtier.metrics import master_metrics, serve_metrics, table_server_metrics
@@ -103,9 +104,12 @@ class MasterShell:
         self.rpc = RpcServer(MasterService(self.master), host=config.host, port=port, token=token).start()
         self.metrics = serve_metrics(lambda: master_metrics(self.master.status()), host=config.host)
         self.master.metrics_url = self.metrics.url
+        # a pause of a quarter of the heartbeat timeout: the servers' silence across it is not theirs
+        self._pauses = PauseWatch(config.heartbeat_timeout.total_seconds() / 4, self.master.resumed)
         self._monitor = _Periodic("memtier-master-monitor", 1.0, self._watch)
 
     def _watch(self) -> None:
+        self._pauses.check()  # a pause just ended is noted before any silence is judged
         self.master.check_servers()
         self.master.rebalance()
         self.master.check_services()
@@ -145,9 +149,9 @@ class TableServerShell:
         self.cpus = pin(server_cpus(config.server_cpus, config.service_cpus, cpus))
         flush_cpus = service_cpus(config.service_cpus, cpus)
         self.server_id = server_id
-        self._master = MasterProxy(master_location, token=config.token)
         server_config = load(TableServerConfig, server or {})
-        self.server = TableServer(server_id, self._master, wal_root, config=server_config,
+        self.server = TableServer(server_id, MasterProxy(master_location, token=config.token), wal_root,
+                                  config=server_config,
                                   wal_config=load(WalConfig, server or {}), flush_cpus=flush_cpus)
         self.rpc = RpcServer(TableServerService(self.server), host=config.host, token=config.token).start()
         self.metrics = serve_metrics(
@@ -156,26 +160,17 @@ class TableServerShell:
         self.server.metrics_url = self.metrics.url
         if isinstance(self.server.flusher, ProcessFlusher):
             self.server.flusher.start()  # its start-up runs now, not beside the first flush
-        self._register()
+        self.server.join(self.rpc.location)
         interval = config.heartbeat_interval.total_seconds()
         self._heartbeats = _Periodic("memtier-ts-heartbeat", interval, self._heartbeat)
         self._maintenance = _Periodic("memtier-ts-maintain", interval, self.server.maintain)
         freeze_startup()  # what startup made lives as long as the process: no full GC walks it
         watch_pauses(self.server.gc_pauses)
 
-    def _register(self) -> None:
-        config = self.server.config
-        self._master.register_server(
-            self.server_id, self.rpc.location, config.memory_budget, config.max_batch_rows
-        )
-
     def _heartbeat(self) -> None:
         flush_cpus = self.server.flusher.cpus if isinstance(self.server.flusher, ProcessFlusher) else None
         placement = {"cpus": describe(self.cpus), "flush_cpus": describe(flush_cpus) if flush_cpus else None}
-        reply = self._master.heartbeat(self.server_id, {**self.server.status(), **placement},
-                                       self.server.bucket_memory())
-        if not reply.get("registered"):  # the master restarted or took us for dead
-            self._register()
+        self.server.heartbeat(self.rpc.location, placement)
 
     def location(self) -> str:
         return self.rpc.location

@@ -32,6 +32,7 @@ __all__ = [
     "WalConfig",
     "check",
     "load",
+    "parse_bool",
     "parse_duration",
     "parse_size",
     "setting",
@@ -115,6 +116,16 @@ def parse_size(text: str) -> int:
     unit = match.group(2).upper().rstrip("B").replace("I", "")
     factor = 1024 ** "KMGT".index(unit) * 1024 if unit else 1
     return int(float(match.group(1)) * factor)
+
+
+def parse_bool(text: str) -> bool:
+    """``"true"``/``"false"`` (also 1/0, yes/no, on/off) -> bool."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise ValueError("not a boolean (true or false)")
 
 
 def parse_duration(text: str) -> timedelta:
@@ -268,6 +279,13 @@ class TableServerConfig:
         "a flush worker that has not answered a step of a flush (planning it, or writing its "
         "files) within this long is taken for hung: killed and restarted, the flush rolled "
         "back and retried",
+    )
+    failpoints: bool = setting(
+        "tableserver.failpoints",
+        False,
+        parse_bool,
+        "for tests only: take failpoints over RPC (memtier.failpoints), which stop the process "
+        "at a named place on the write or flush path",
     )
 
     def __post_init__(self) -> None:

@@ -131,6 +131,12 @@ class NotOwnerError(MemtierError):
     """A table server got rows of a bucket it does not own: refresh the routing and retry."""
 
 
+class FencedError(NotOwnerError):
+    """A table server lost its buckets to another while it could not hear of it (paused,
+    cut off, or replaced by a restart of itself): it acknowledges and commits nothing more
+    for them. Writers refresh the routing and retry the same write on the new owner."""
+
+
 class BatchTooLargeError(MemtierError):
     """A write batch exceeds the configured limit; split it."""
 

@@ -83,6 +83,11 @@ class CommitLog:
             )
         return found.action
 
+    def owner(self, instant: str) -> str:
+        """Who began a pending instant."""
+        self.pending(instant)
+        return self._pending[instant].owner
+
     def touch(self, instant: str, file_groups: Iterable[FileGroupRef]) -> None:
         """Add file groups a pending instant will write (known once it is planned)."""
         self.pending(instant)

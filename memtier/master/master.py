@@ -28,6 +28,7 @@ from memtier.config import CatalogConfig, ServicesConfig, load
 from memtier.errors import (
     CommitFailedError,
     CommitStateUnknownError,
+    FencedError,
     InvalidArgumentError,
     TableExistsError,
     TableNotFoundError,
@@ -53,6 +54,8 @@ from memtier.master.state import (
     TxnSnapshot,
 )
 from memtier.tableserver.master_link import FlushedBlock, TableLocation
+from memtier.wal.fence import fence
+from memtier.wal.stream import stream_directory
 
 __all__ = ["FLUSHED_KEY", "Master", "ServerHandle", "validate_table_name"]
 
@@ -78,7 +81,10 @@ def validate_table_name(name: Any) -> str:
 class ServerHandle(Protocol):
     """The master's calls into one table server."""
 
-    def acquire(self, table: str, buckets: Sequence[int]) -> None: ...
+    def acquire(self, table: str, buckets: Sequence[int], *, life: str | None = None) -> None:
+        """Serve ``buckets`` (recovering them from the WAL); refused unless the server
+        still lives ``life``."""
+        ...
 
     def release(self, table: str, buckets: Sequence[int]) -> None: ...
 
@@ -95,6 +101,7 @@ class _Server:
     memory_budget: int
     last_heartbeat: float
     max_batch_rows: int | None = None
+    life: str = ""  # which life of the server this is (memtier.wal.fence)
     status: Mapping[str, Any] = field(default_factory=dict)
     bucket_memory: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
@@ -135,6 +142,8 @@ class Master:
         self._lock = threading.RLock()
         self._placement_lock = threading.Lock()  # one placement change at a time
         self._started = clock()
+        #: Heartbeats missed before this (a start, or the master's own pause) count for nothing.
+        self._heard_since = self._started
         self._state = self._store.load()
         self._servers: dict[str, _Server] = {}
         self._metas: dict[str, TableMeta] = {}
@@ -299,35 +308,64 @@ class Master:
 
     # == table servers ===================================================================
     def register_server(
-        self, server_id: str, location: str, memory_budget: int, max_batch_rows: int | None = None
+        self, server_id: str, location: str, memory_budget: int, max_batch_rows: int | None = None, *,
+        life: str,
     ) -> None:
-        """A table server (new, or restarted with nothing in memory) joins: it gets back
-        the buckets it owned (recovering them from the WAL) and takes unplaced ones."""
+        """A table server (new, restarted with nothing in memory, or reset after losing
+        its buckets) joins as ``life``: it gets back the buckets it owned (recovering them
+        from the WAL) and takes unplaced ones. When it lived another life before, that
+        life may still run somewhere (a paused process, a host cut off): its WAL streams
+        are fenced first. A fenced life is refused (:class:`FencedError`): reset first."""
         handle = self._connect(server_id, location)
-        with self._lock:
-            self._servers[server_id] = _Server(
-                server_id, location, handle, memory_budget, self._clock(), max_batch_rows
-            )
-            tables = list(self._state.tables)
-            owned = {t: sorted(b for b, s in self._state.assignments.get(t, {}).items() if s == server_id)
-                     for t in tables}
-        for table, buckets in owned.items():
-            if buckets:
-                handle.acquire(table, buckets)
+        with self._placement_lock:
+            with self._lock:
+                if life in self._state.fenced:
+                    raise FencedError(
+                        f"table server {server_id} registers as life {life}, which was fenced (taken for "
+                        "dead, its buckets given to others): reset and register as a new life"
+                    )
+                previous = self._state.lives.get(server_id)
+                self._servers[server_id] = _Server(
+                    server_id, location, handle, memory_budget, self._clock(), max_batch_rows, life
+                )
+                tables = list(self._state.tables)
+                owned = {t: sorted(b for b, s in self._state.assignments.get(t, {}).items() if s == server_id)
+                         for t in tables}
+                if previous != life:
+                    self._save(self._state.with_life(server_id, life))
+            if previous is not None and previous != life:
+                self._fence(server_id, previous, [t for t, buckets in owned.items() if buckets],
+                            by=f"{server_id} (life {life})")
+            for table, buckets in owned.items():
+                if buckets:
+                    handle.acquire(table, buckets, life=life)
         for table in tables:
             self._place(table)
 
     def heartbeat(self, server_id: str, status: Mapping[str, Any],
-                  bucket_memory: Mapping[tuple[str, int], int] | None = None) -> dict[str, Any]:
+                  bucket_memory: Mapping[tuple[str, int], int] | None = None, *,
+                  life: str) -> dict[str, Any]:
+        """A table server's life reports; unless it is the registered one the answer says
+        to register again (``fenced``: after a reset, as that life lost its buckets)."""
         with self._lock:
             server = self._servers.get(server_id)
-            if server is None:
-                return {"registered": False}
+            if server is None or server.life != life:
+                known = self._state.lives.get(server_id)
+                return {"registered": False, "fenced": life in self._state.fenced or known not in (None, life)}
             server.last_heartbeat = self._clock()
             server.status = dict(status)
             if bucket_memory is not None:
                 server.bucket_memory = dict(bucket_memory)
             return {"registered": True, "epoch": self._state.epoch}
+
+    def resumed(self, paused_s: float) -> None:
+        """The master's own process could not run for ``paused_s`` seconds (stopped,
+        starved, a frozen host): heartbeats it could not receive meanwhile count for
+        nothing, so no server is taken for dead for them; each gets a heartbeat timeout
+        from now."""
+        log.warning("the master did not run for %.1fs: table servers get a heartbeat timeout from now", paused_s)
+        with self._lock:
+            self._heard_since = self._clock()
 
     def _in_grace(self) -> bool:
         """Just after a (re)start, owners that have not re-registered yet keep their buckets."""
@@ -336,11 +374,14 @@ class Master:
     def check_servers(self) -> list[str]:
         """Declare servers silent for too long dead (and, a heartbeat timeout after a
         master restart, owners that never came back) and move their buckets to the
-        others, which recover them from the WAL; the servers declared dead."""
+        others, which recover them from the WAL once the dead one's WAL streams are fenced
+        (:meth:`_place`); the servers declared dead. Silence is counted from the newest of
+        the last heartbeat and the master's last start or pause (:meth:`resumed`)."""
         now = self._clock()
         with self._lock:
+            heard = self._heard_since
             dead = [s for s, info in self._servers.items()
-                    if now - info.last_heartbeat > self._heartbeat_timeout]
+                    if now - max(info.last_heartbeat, heard) > self._heartbeat_timeout]
             for server_id in dead:
                 log.warning("table server %s missed heartbeats for %.1fs: moving its buckets",
                             server_id, now - self._servers[server_id].last_heartbeat)
@@ -361,7 +402,7 @@ class Master:
             return None
         table, bucket, source, target = move
         self._servers[source].handle.release(table, [bucket])
-        self._servers[target].handle.acquire(table, [bucket])
+        self._servers[target].handle.acquire(table, [bucket], life=self._servers[target].life)
         with self._lock:
             buckets = dict(self._state.assignments.get(table, {}))
             buckets[bucket] = target
@@ -397,17 +438,37 @@ class Master:
                 for bucket, owner in current.items():
                     if owner not in loads:  # not re-registered yet: it keeps its buckets
                         placement[bucket] = owner
-            handles = {s: info.handle for s, info in self._servers.items()}
+            handles = {s: (info.handle, info.life) for s, info in self._servers.items()}
+            # owners that lose buckets without giving them up: gone, or not heard of
+            gone = {owner: self._state.lives.get(owner) for bucket, owner in current.items()
+                    if placement.get(bucket) != owner and owner not in loads}
         moved: dict[str, list[int]] = {}
         for bucket, server_id in placement.items():
             if current.get(bucket) != server_id:
                 moved.setdefault(server_id, []).append(bucket)
         if not moved:
             return
+        for owner, life in gone.items():
+            if life is None:
+                log.warning("%s of %s: no life of %s is recorded (a master state from before fencing); "
+                            "its WAL streams are not fenced", table, owner, owner)
+            else:
+                self._fence(owner, life, [table], by=", ".join(sorted(moved)))
         for server_id, buckets in moved.items():
-            handles[server_id].acquire(table, sorted(buckets))
+            handle, life = handles[server_id]
+            handle.acquire(table, sorted(buckets), life=life)
         with self._lock:
             self._save(self._state.with_assignment(table, placement))
+
+    def _fence(self, server_id: str, life: str, tables: Sequence[str], *, by: str) -> None:
+        """Fence ``life`` of table server ``server_id`` in the WAL streams of ``tables``
+        (:mod:`memtier.wal.fence`): from now on it acknowledges no write and commits no
+        flush, and recovery reads of its segments only what it could have acknowledged.
+        Recorded first, so its first heartbeat tells it to reset."""
+        with self._lock:
+            self._save(self._state.with_fenced(life))
+        for table in tables:
+            fence(self._wal_io, stream_directory(self._wal_root, table), life, server=server_id, by=by)
 
     # == transactions ====================================================================
     def begin_txn(self, table: str, writer: str, batch: str) -> dict[str, Any]:
@@ -476,13 +537,15 @@ class Master:
 
     def begin_commit(
         self, table: str, action: str, *, owner: str,
-        file_groups: Sequence[FileGroupRef] = (), plan: bytes = b"",
+        file_groups: Sequence[FileGroupRef] = (), plan: bytes = b"", life: str | None = None,
     ) -> str:
         """A new instant of ``action`` on the table's timeline, requested (holding
         ``plan``, e.g. a compaction plan); ``owner`` names the writer in conflict
         reports, ``file_groups`` (partition, file id) are those it will write, as far
-        as it knows them yet."""
+        as it knows them yet. A table server's flush names its ``life``: refused
+        (:class:`FencedError`) once that life lost its buckets."""
         meta = self._meta(table)
+        self._check_life(owner, life, f"{action} of {table}")
         with self._table_lock(table):
             instant = self._request_locked(table, meta, action, owner, _refs(file_groups), plan)
         log.debug("%s %s of %s by %s requested", action, instant, table, owner)
@@ -563,6 +626,7 @@ class Master:
     def complete_commit(
         self, table: str, instant: str, content: bytes, *,
         file_groups: Sequence[FileGroupRef] = (), check_conflicts: bool | Sequence[str] = False,
+        life: str | None = None,
     ) -> None:
         """Complete a begun, inflight instant with ``content`` (its commit metadata).
 
@@ -571,14 +635,21 @@ class Master:
         pending), it is rolled back instead (its files deleted, nothing visible) and
         :class:`CommitFailedError` names the other instants. A list of actions checks
         against instants of those actions only; pairs that cannot conflict (a log write
-        and a compaction) never do. A failure writing the completed file raises
-        :class:`CommitStateUnknownError`.
+        and a compaction) never do. With ``life``, the instant's owner is a table server
+        that must still live it: if it lost its buckets meanwhile the instant is rolled
+        back and :class:`FencedError` says why. A failure writing the completed file
+        raises :class:`CommitStateUnknownError`.
         """
         meta = self._meta(table)
         refs = _refs(file_groups)
         with self._table_lock(table):
             commits = self._commits(table)
             action = commits.pending(instant)
+            try:
+                self._check_life(commits.owner(instant), life, f"{action} {instant} of {table}")
+            except FencedError:
+                self._rollback_locked(table, meta, instant)
+                raise
             if check_conflicts:
                 only = None if check_conflicts is True else list(check_conflicts)
                 found = commits.conflicts(instant, refs, only)
@@ -599,6 +670,20 @@ class Master:
         if done.action in COMMIT_ACTIONS:
             self.catalog.committed(table, meta, content)
 
+    def _check_life(self, server_id: str, life: str | None, what: str) -> None:
+        """Refuse ``what`` of a table server's ``life`` (None: not a table server's) once
+        that life lost its buckets: taken for dead, or replaced by a newer life."""
+        if life is None:
+            return
+        with self._lock:
+            server = self._servers.get(server_id)
+            if server is not None and server.life == life:
+                return
+        raise FencedError(
+            f"{what} refused: table server {server_id} (life {life}) lost its buckets to another "
+            "(it was taken for dead); it commits nothing more for them"
+        )
+
     def abort_commit(self, table: str, instant: str) -> None:
         """Roll a begun instant back (its files deleted; a rollback instant recorded)."""
         meta = self._meta(table)
@@ -613,10 +698,12 @@ class Master:
                 rollback_instant(meta, pending, timeline)
 
     def complete_flush(
-        self, table: str, instant: str, stats: Sequence[Mapping[str, Any]], flushed: Sequence[FlushedBlock]
+        self, table: str, instant: str, stats: Sequence[Mapping[str, Any]], flushed: Sequence[FlushedBlock],
+        *, life: str | None = None,
     ) -> None:
         """Complete a table server's flush (a deltacommit), recording its blocks in the
-        commit metadata so that none is flushed twice."""
+        commit metadata so that none is flushed twice; refused, and rolled back, once
+        the server's ``life`` lost its buckets (:class:`FencedError`)."""
         meta = self._meta(table)
         write_stats = [WriteStat.from_dict(dict(s)) for s in stats]
         extra = {FLUSHED_KEY: json.dumps([f.to_list() for f in flushed])}
@@ -624,7 +711,8 @@ class Master:
         touched = [(s.partition_path, s.file_id) for s in write_stats]
         # a clustering that replaced one of these file groups meanwhile wins: the blocks
         # stay unflushed and go, next round, to the file group now holding their bucket
-        self.complete_commit(table, instant, content, file_groups=touched, check_conflicts=["replacecommit"])
+        self.complete_commit(table, instant, content, file_groups=touched, check_conflicts=["replacecommit"],
+                             life=life)
         with self._table_lock(table):
             cached = self._flushed.get(table)
             if cached is not None:

@@ -47,29 +47,31 @@ class MasterService(ActionService):
             "describe_table": lambda r: m.describe_table(r["name"]),
             "table_location": lambda r: vars(m.table_location(r["table"])),
             "register_server": lambda r: no_result(m.register_server(
-                r["server_id"], r["location"], r["memory_budget"], r.get("max_batch_rows")
+                r["server_id"], r["location"], r["memory_budget"], r.get("max_batch_rows"), life=r["life"],
             )),
             "heartbeat": lambda r: m.heartbeat(
                 r["server_id"], r["status"],
-                {(t, int(b)): int(n) for t, b, n in r.get("bucket_memory", [])},
+                {(t, int(b)): int(n) for t, b, n in r.get("bucket_memory", [])}, life=r["life"],
             ),
             "begin_txn": lambda r: m.begin_txn(r["table"], r["writer"], r["batch"]),
             "commit_txn": lambda r: {"state": m.commit_txn(r["txn_id"])},
             "abort_txn": lambda r: {"state": m.abort_txn(r["txn_id"])},
             "txn_snapshot": lambda r: m.txn_snapshot().to_dict(),
             "begin_commit": lambda r: {"instant": m.begin_commit(
-                r["table"], r["action"], owner=r["owner"], file_groups=r["file_groups"], plan=r["plan"]
+                r["table"], r["action"], owner=r["owner"], file_groups=r["file_groups"], plan=r["plan"],
+                life=r.get("life"),
             )},
             "commit_inflight": lambda r: no_result(m.commit_inflight(
                 r["table"], r["instant"], r["planned"], r["file_groups"]
             )),
             "complete_commit": lambda r: no_result(m.complete_commit(
                 r["table"], r["instant"], r["content"], file_groups=r["file_groups"],
-                check_conflicts=r["check_conflicts"],
+                check_conflicts=r["check_conflicts"], life=r.get("life"),
             )),
             "abort_commit": lambda r: no_result(m.abort_commit(r["table"], r["instant"])),
             "complete_flush": lambda r: no_result(m.complete_flush(
-                r["table"], r["instant"], r["stats"], [FlushedBlock.from_list(f) for f in r["flushed"]]
+                r["table"], r["instant"], r["stats"], [FlushedBlock.from_list(f) for f in r["flushed"]],
+                life=r.get("life"),
             )),
             "flushed_blocks": lambda r: {"blocks": [f.to_list() for f in m.flushed_blocks(r["table"])]},
             "read_plan": lambda r: m.read_plan(r["table"], r.get("as_of")),
@@ -134,15 +136,16 @@ class MasterProxy(Proxy):
 
     # table servers
     def register_server(
-        self, server_id: str, location: str, memory_budget: int, max_batch_rows: int | None = None
+        self, server_id: str, location: str, memory_budget: int, max_batch_rows: int | None = None, *,
+        life: str,
     ) -> None:
         self._call("register_server", server_id=server_id, location=location,
-                   memory_budget=memory_budget, max_batch_rows=max_batch_rows)
+                   memory_budget=memory_budget, max_batch_rows=max_batch_rows, life=life)
 
     def heartbeat(self, server_id: str, status: Mapping[str, Any],
-                  bucket_memory: Mapping[tuple[str, int], int] | None = None) -> dict[str, Any]:
+                  bucket_memory: Mapping[tuple[str, int], int] | None = None, *, life: str) -> dict[str, Any]:
         held = [[t, b, n] for (t, b), n in (bucket_memory or {}).items()]
-        return self._call("heartbeat", server_id=server_id, status=dict(status), bucket_memory=held)
+        return self._call("heartbeat", server_id=server_id, status=dict(status), bucket_memory=held, life=life)
 
     # transactions
     def begin_txn(self, table: str, writer: str, batch: str) -> dict[str, Any]:
@@ -159,9 +162,9 @@ class MasterProxy(Proxy):
 
     # the commit path
     def begin_commit(self, table: str, action: str, *, owner: str,
-                     file_groups: Sequence[FileGroupRef] = (), plan: bytes = b"") -> str:
+                     file_groups: Sequence[FileGroupRef] = (), plan: bytes = b"", life: str | None = None) -> str:
         return self._call("begin_commit", table=table, action=action, owner=owner,
-                          file_groups=[list(g) for g in file_groups], plan=plan)["instant"]
+                          file_groups=[list(g) for g in file_groups], plan=plan, life=life)["instant"]
 
     def commit_inflight(self, table: str, instant: str, planned: bytes = b"",
                         file_groups: Sequence[FileGroupRef] = ()) -> None:
@@ -169,17 +172,18 @@ class MasterProxy(Proxy):
                    file_groups=[list(g) for g in file_groups])
 
     def complete_commit(self, table: str, instant: str, content: bytes, *,
-                        file_groups: Sequence[FileGroupRef] = (), check_conflicts: bool = False) -> None:
+                        file_groups: Sequence[FileGroupRef] = (), check_conflicts: bool = False,
+                        life: str | None = None) -> None:
         self._call("complete_commit", table=table, instant=instant, content=content,
-                   file_groups=[list(g) for g in file_groups], check_conflicts=check_conflicts)
+                   file_groups=[list(g) for g in file_groups], check_conflicts=check_conflicts, life=life)
 
     def abort_commit(self, table: str, instant: str) -> None:
         self._call("abort_commit", table=table, instant=instant)
 
     def complete_flush(self, table: str, instant: str, stats: Sequence[Mapping[str, Any]],
-                       flushed: Sequence[FlushedBlock]) -> None:
+                       flushed: Sequence[FlushedBlock], *, life: str | None = None) -> None:
         self._call("complete_flush", table=table, instant=instant, stats=[dict(s) for s in stats],
-                   flushed=[f.to_list() for f in flushed])
+                   flushed=[f.to_list() for f in flushed], life=life)
 
     def flushed_blocks(self, table: str) -> list[FlushedBlock]:
         return [FlushedBlock.from_list(f) for f in self._call("flushed_blocks", table=table)["blocks"]]

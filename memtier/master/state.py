@@ -5,6 +5,11 @@ transaction table and the bucket assignment. Table servers, heartbeats and in-fl
 flushes are not persisted: servers re-register, and the timeline itself says which
 flushes completed (pending ones are rolled back on start).
 
+Table servers are remembered by their current *life* (a random token each process, and
+each reset after being taken for dead, starts with: :mod:`memtier.wal.fence`), and the
+lives fenced lately are remembered too, so a server that wakes up from a pause learns
+from its first heartbeat that it lost its buckets.
+
 Transaction visibility needs no list of committed ids: ids are allocated in order, so a
 transaction is committed when it is below ``next_txn`` and neither open nor aborted.
 Resolved transactions are kept a while only so a retried begin finds its id again.
@@ -32,7 +37,10 @@ __all__ = [
 ]
 
 FORMAT = "memtier-master-state"
-VERSION = 1
+VERSION = 2  # 2: table servers' lives and fenced lives (version 1 is read: it has neither)
+#: How many fenced lives the state remembers (a server waking after more fences than
+#: this is still stopped by the WAL fence itself, at its first write).
+KEEP_FENCED = 1024
 #: The transaction id of writes outside any transaction: committed when acknowledged.
 AUTOCOMMIT = 0
 
@@ -106,6 +114,8 @@ class MasterState:
     txns: Mapping[int, Txn] = field(default_factory=dict)
     assignments: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
     epoch: int = 0  # bumped by every assignment change
+    lives: Mapping[str, str] = field(default_factory=dict)  # table server id -> its current life
+    fenced: tuple[str, ...] = ()  # lives fenced lately, oldest first
 
     # -- pure updates -----------------------------------------------------------------
     def with_table(self, entry: TableEntry) -> MasterState:
@@ -127,6 +137,16 @@ class MasterState:
     def with_assignment(self, table: str, buckets: Mapping[int, str]) -> MasterState:
         assignments = {**self.assignments, table: _frozen(buckets)}
         return dataclasses.replace(self, assignments=_frozen(assignments), epoch=self.epoch + 1)
+
+    def with_life(self, server_id: str, life: str) -> MasterState:
+        """``server_id`` registered as ``life``."""
+        return dataclasses.replace(self, lives=_frozen({**self.lives, server_id: life}))
+
+    def with_fenced(self, life: str) -> MasterState:
+        """``life`` was fenced: it owns nothing any more, whoever says otherwise."""
+        if life in self.fenced:
+            return self
+        return dataclasses.replace(self, fenced=(*self.fenced, life)[-KEEP_FENCED:])
 
     def pruned(self, now_ms: int, keep_committed_ms: int, keep_aborted_ms: int) -> MasterState:
         """Forget resolved transactions past their keep time (open ones always stay)."""
@@ -167,6 +187,8 @@ class MasterState:
                 for table, buckets in self.assignments.items()
             },
             "epoch": self.epoch,
+            "lives": dict(self.lives),
+            "fenced": list(self.fenced),
         }
         return json.dumps(body, indent=1, sort_keys=True).encode()
 
@@ -178,9 +200,9 @@ class MasterState:
             raise CorruptFileError(path, 0, f"not JSON: {e}") from e
         if not isinstance(body, dict) or body.get("format") != FORMAT:
             raise CorruptFileError(path, 0, f"not a {FORMAT} file")
-        if body.get("version") != VERSION:
+        if body.get("version") not in (1, VERSION):
             raise UnknownFormatVersionError(
-                f"{path}: master state version {body.get('version')!r}; this build reads {VERSION}"
+                f"{path}: master state version {body.get('version')!r}; this build reads 1 and {VERSION}"
             )
         try:
             tables = {t["name"]: TableEntry(**t) for t in body["tables"]}
@@ -191,7 +213,8 @@ class MasterState:
             }
             return cls(
                 _frozen(tables), int(body["next_txn"]), _frozen(txns), _frozen(assignments),
-                int(body["epoch"]),
+                int(body["epoch"]), _frozen({str(s): str(life) for s, life in body.get("lives", {}).items()}),
+                tuple(str(life) for life in body.get("fenced", ())),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CorruptFileError(path, 0, f"master state is missing or mangles a field: {e!r}") from e

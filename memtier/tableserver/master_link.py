@@ -40,6 +40,17 @@ class FlushedBlock:
 class MasterLink(Protocol):
     """The master's calls a table server makes."""
 
+    def register_server(self, server_id: str, location: str, memory_budget: int,
+                        max_batch_rows: int | None = None, *, life: str) -> None:
+        """Join as ``life``; :class:`~memtier.errors.FencedError` if that life was fenced."""
+        ...
+
+    def heartbeat(self, server_id: str, status: Mapping[str, Any],
+                  bucket_memory: Mapping[tuple[str, int], int] | None = None, *,
+                  life: str) -> dict[str, Any]:
+        """``registered`` (false: register again) and ``fenced`` (reset first)."""
+        ...
+
     def table_location(self, table: str) -> TableLocation: ...
 
     def txn_snapshot(self) -> TxnSnapshot: ...
@@ -49,7 +60,8 @@ class MasterLink(Protocol):
         ...
 
     def begin_commit(self, table: str, action: str, *, owner: str,
-                     file_groups: Sequence[tuple[str, str]] = (), plan: bytes = b"") -> str:
+                     file_groups: Sequence[tuple[str, str]] = (), plan: bytes = b"",
+                     life: str | None = None) -> str:
         """A new instant (requested on the timeline); see :meth:`Master.begin_commit`."""
         ...
 
@@ -59,7 +71,10 @@ class MasterLink(Protocol):
         ...
 
     def complete_flush(
-        self, table: str, instant: str, stats: Sequence[Mapping[str, Any]], flushed: Sequence[FlushedBlock]
-    ) -> None: ...
+        self, table: str, instant: str, stats: Sequence[Mapping[str, Any]], flushed: Sequence[FlushedBlock],
+        *, life: str | None = None,
+    ) -> None:
+        """Complete a flush; refused once ``life`` lost its buckets (:class:`FencedError`)."""
+        ...
 
     def abort_commit(self, table: str, instant: str) -> None: ...

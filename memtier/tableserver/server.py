@@ -24,12 +24,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from memtier import failpoints
 from memtier.config import FlushWorker, TableServerConfig, WalConfig
 from memtier.errors import (
     BatchTooLargeError,
+    FencedError,
+    MemtierError,
     NotOwnerError,
     RpcError,
     TransactionError,
+    WalClosedError,
 )
 from memtier.hudi.deletes import DELETE_FLAG, flagged_schema, prepare_write
 from memtier.hudi.filenames import bucket_file_id, bucket_or_none
@@ -60,7 +64,9 @@ from memtier.wal import (
     list_wals,
     recover_blocks,
     stale_segments,
+    stream_directory,
 )
+from memtier.wal.fence import new_life
 from memtier.wal.format import Selection, frame_payload
 from memtier.wal.storage import WalEntry
 
@@ -92,8 +98,6 @@ FLUSH_COPIES = 6
 WORKER_COPY = 1
 #: How long a write waiting for room sleeps before it looks again (a flush ending wakes it).
 _ROOM_WAIT_S = 0.05
-#: The directory of a table's WAL stream segments, in its WAL directory.
-STREAM_DIR = "_memtier_streams"
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,7 @@ class _Table:
     generation: int = 0
     open_bytes: int = 0  # bytes appended to the current generation
     generation_lock: threading.Lock = field(default_factory=threading.Lock)
+    gone: bool = False  # no longer served here (given up, or lost with a fenced life)
 
     def open_blocks(self) -> list[Block]:
         """Its blocks still open (one per file group at most)."""
@@ -177,6 +182,9 @@ class TableServer:
         flush_cpus: frozenset[int] | None = None,
     ) -> None:
         self.server_id = server_id
+        #: This process's life (:mod:`memtier.wal.fence`): its WAL streams are fenced by it
+        #: once the master gives its buckets to others; a new one after :meth:`reset`.
+        self.life = new_life()
         self.config = config or TableServerConfig()
         self._master = master
         self._wal_root = wal_root
@@ -209,8 +217,12 @@ class TableServer:
         )
 
     # == ownership =======================================================================
-    def acquire(self, table: str, buckets: Iterable[int]) -> None:
-        """Serve ``buckets`` of ``table``: recover their unflushed blocks from the WAL first."""
+    def acquire(self, table: str, buckets: Iterable[int], *, life: str | None = None) -> None:
+        """Serve ``buckets`` of ``table``: recover their unflushed blocks from the WAL first.
+        The master names the ``life`` it gives them to: refused if this is another."""
+        if life is not None and life != self.life:
+            raise FencedError(f"table server {self.server_id} lives {self.life}, not {life}: "
+                              f"buckets of {table!r} were given to a life it left")
         t = self._open_table(table)
         wanted = set(buckets) - t.owned
         if not wanted:
@@ -230,7 +242,7 @@ class TableServer:
                 key = FileGroupKey(relpath(wal_dir, parent(entry.path)), entry.name.file_group)
                 files.setdefault(key, []).append(entry)
         streamed: dict[FileGroupKey, list[RecoveredBlock]] = {}
-        for found in recover_blocks(self._wal_io, join(wal_dir, STREAM_DIR),
+        for found in recover_blocks(self._wal_io, stream_directory(self._wal_root, table),
                                     lambda h: bucket_or_none(h.file_group) in wanted, unflushed):
             key = FileGroupKey(found.header.partition, found.header.file_group)
             streamed.setdefault(key, []).append(found)
@@ -268,6 +280,7 @@ class TableServer:
             if not t.owned:
                 with self._lock:
                     self._tables.pop(table, None)
+                t.gone = True
                 t.stream.close()
 
     def owned(self, table: str) -> set[int]:
@@ -289,9 +302,10 @@ class TableServer:
             if t is None:
                 stream = WalStream(
                     self._wal_io,
-                    join(self._wal_root, table, STREAM_DIR),
+                    stream_directory(self._wal_root, table),
                     table=table,
                     owner=self.server_id,
+                    life=self.life,
                     committer=self._committer,
                     segment_bytes=self._wal_config.segment_bytes,
                     segment_age_s=self._wal_config.segment_age.total_seconds(),
@@ -363,7 +377,18 @@ class TableServer:
         # (``nbytes`` takes ~12 us to find the batch's size)
         nbytes = whole.get_total_buffer_size() + sum(p.positions.nbytes for _, p in pieces if p.positions is not None)
         evicted = self._admit(nbytes)
-        rows = self._append(t, whole, pieces, Share(nbytes, len(pieces)), txn_id, producer_id, producer_seq)
+        failpoints.hit(failpoints.BEFORE_APPEND)
+        try:
+            rows = self._append(t, whole, pieces, Share(nbytes, len(pieces)), txn_id, producer_id, producer_seq)
+        except FencedError:
+            self.reset(t.stream.life)
+            raise
+        except WalClosedError as e:
+            if t.gone:  # given up (or lost) while this write waited: the new owner takes it
+                raise NotOwnerError(f"table {table!r} is no longer served by table server "
+                                    f"{self.server_id}; refresh the routing and retry") from e
+            raise
+        failpoints.hit(failpoints.BEFORE_ACK)
         self.write_latency.add(time.perf_counter() - started)
         t.acknowledged.add(rows, nbytes)
         return WriteAck(rows, batch.num_rows - rows, len(pieces), evicted)
@@ -631,6 +656,10 @@ class TableServer:
         )
         keys = KeyFilter.of(checked)  # not acero's filter: it costs ~0.1 ms a frame
         data = data if keys is None else keys.filter(data)
+        if t.stream.fenced():  # another server may serve newer writes of these buckets
+            self.reset(t.stream.life)
+            raise FencedError(f"table server {self.server_id} lost the buckets of {table!r} to another; "
+                              "refresh the routing and read again")
         self.read_latency.add(time.perf_counter() - started)
         return data.replace_schema_metadata(UNRESOLVED_METADATA) if unresolved else data
 
@@ -706,7 +735,7 @@ class TableServer:
                 return entry.name.block_id <= t.flushed.get(key, 0)
 
             stale = stale_segments(  # unmodified for two segment ages: no writer appends to them
-                self._wal_io, join(wal_dir, STREAM_DIR), keep_incarnation=t.stream.incarnation,
+                self._wal_io, stream_directory(self._wal_root, t.name), keep_incarnation=t.stream.incarnation,
                 is_flushed=is_flushed, now=now, min_age_s=2 * self._wal_config.segment_age.total_seconds(),
             )
             deleted += t.stream.delete_flushed(
@@ -736,7 +765,11 @@ class TableServer:
             more = True
             while more:  # rounds of at most _flush_round_bytes, each its own commit
                 started = time.perf_counter()
-                instant, more = self._flush_table(t)
+                try:
+                    instant, more = self._flush_table(t)
+                except FencedError:
+                    self.reset(t.stream.life)
+                    raise
                 if instant is not None:
                     self.flush_latency.add(time.perf_counter() - started)
                     instants.append(instant)
@@ -829,16 +862,21 @@ class TableServer:
         bucket a clustering moved to a new file group goes there)."""
         work = [(g, rows) for g, rows in work if rows.num_rows]
         touched = [(g.partition, g.file_id) for g, _ in work]
-        instant = self._master.begin_commit(t.name, "deltacommit", owner=self.server_id, file_groups=touched)
+        instant = self._master.begin_commit(t.name, "deltacommit", owner=self.server_id, file_groups=touched,
+                                            life=t.stream.life)
 
         def planned(plan: Planned) -> None:
             self._master.commit_inflight(t.name, instant, plan.metadata)
 
         try:
             plan, stats = self.flusher.run(t.meta, instant, [g for g, _ in work], [r for _, r in work], planned)
+            failpoints.hit(failpoints.BEFORE_FLUSH_COMMIT)
             with t.publish:  # no read sees the instant's rows both in its files and in blocks
-                self._master.complete_flush(t.name, instant, stats, flushed)
+                self._master.complete_flush(t.name, instant, stats, flushed, life=t.stream.life)
                 published(instant)
+        except FencedError:  # the master rolled it back: this life lost its buckets
+            log.warning("flush %s of %s refused: %s lost its buckets", instant, t.name, self.server_id)
+            raise
         except BaseException:
             log.exception("flush %s of %s failed; rolling it back", instant, t.name)
             try:
@@ -847,6 +885,58 @@ class TableServer:
                 log.exception("could not roll back flush %s of %s", instant, t.name)
             raise
         return instant, plan.file_groups
+
+    # == the master ======================================================================
+    def join(self, location: str) -> None:
+        """Register with the master as this life, serving at ``location``; a life the
+        master fenced meanwhile is left first (:meth:`reset`)."""
+        life = self.life
+        try:
+            self._master.register_server(self.server_id, location, self.config.memory_budget,
+                                         self.config.max_batch_rows, life=life)
+        except FencedError:
+            self.reset(life)
+            self._master.register_server(self.server_id, location, self.config.memory_budget,
+                                         self.config.max_batch_rows, life=self.life)
+
+    def heartbeat(self, location: str, extra: Mapping[str, Any] | None = None) -> None:
+        """Report this life's status (with ``extra``) to the master. Not registered (the
+        master restarted, or took this server for dead): register again, after a reset if
+        the master says this life was fenced (its first heartbeat after waking from a
+        pause tells it so)."""
+        life = self.life
+        reply = self._master.heartbeat(self.server_id, {**self.status(), **(extra or {})},
+                                       self.bucket_memory(), life=life)
+        if reply.get("registered"):
+            return
+        if reply.get("fenced"):
+            self.reset(life)
+        self.join(location)
+
+    def reset(self, lost: str) -> None:
+        """Life ``lost`` of the server lost its buckets: the master took it for dead (it
+        was paused, or cut off) and gave them to others, which recovered them from the WAL
+        after fencing it. Unless a reset left that life already: drop every table from
+        memory without flushing (the new owners hold what it acknowledged) and start a
+        new life, which registers anew."""
+        with self._lock:
+            if lost != self.life:
+                return
+            tables, self._tables = list(self._tables.values()), {}
+            self.life = new_life()
+        log.warning("%s: life %s lost its buckets; dropped %d tables from memory, now life %s",
+                    self.server_id, lost, len(tables), self.life)
+        for t in tables:
+            groups = sorted(list(t.groups.values()), key=lambda g: g.key)
+            with _all_held([g.lock for g in groups]):
+                t.gone = True
+                for group in groups:
+                    for block in group.blocks:
+                        self.memory.release(block.drop())
+                t.groups.clear()
+                t.owned.clear()
+            with contextlib.suppress(MemtierError):  # fenced: its last sync may be refused
+                t.stream.close()
 
     # == status ==========================================================================
     def status(self) -> dict[str, Any]:

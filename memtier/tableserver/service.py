@@ -9,6 +9,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from memtier import failpoints
+from memtier.errors import InvalidArgumentError
 from memtier.hudi.filters import Filter, pinned_values
 from memtier.master.state import AUTOCOMMIT, TxnSnapshot
 from memtier.rpc.roles import ActionService, Proxy, no_result
@@ -24,14 +26,20 @@ class TableServerService(ActionService):
         self.server = server
         s = server
         super().__init__("a table server", {
-            "acquire": lambda r: no_result(s.acquire(r["table"], r["buckets"])),
+            "acquire": lambda r: no_result(s.acquire(r["table"], r["buckets"], life=r.get("life"))),
             "release": lambda r: no_result(s.release(r["table"], r.get("buckets"))),
             "flush": lambda r: {"instants": s.flush(r.get("table"), seal=r.get("seal", False))},
             "status": lambda r: s.status(),
             "evict": lambda r: {"freed": s.evict()},
             "fence_txn": lambda r: no_result(s.fence_txn(r["txn_id"])),
             "ping": lambda r: {"server_id": s.server_id},
+            "arm_failpoint": lambda r: no_result(self._arm(r["point"])),
         })
+
+    def _arm(self, point: str) -> None:
+        if not self.server.config.failpoints:
+            raise InvalidArgumentError("failpoints are off on this table server (tableserver.failpoints)")
+        failpoints.arm(point, "stop")
 
     def handle_put(self, request: dict[str, Any], data: pa.Table) -> dict[str, Any]:
         ack = self.server.write(
@@ -70,8 +78,8 @@ class TableServerProxy(Proxy):
             "key_filters": list(key_filters),
         }, small=bool(pinned_values(key_filters)))  # a lookup answers with its keys' few rows
 
-    def acquire(self, table: str, buckets: Sequence[int]) -> None:
-        self._rpc.call("acquire", {"table": table, "buckets": list(buckets)})
+    def acquire(self, table: str, buckets: Sequence[int], *, life: str | None = None) -> None:
+        self._rpc.call("acquire", {"table": table, "buckets": list(buckets), "life": life})
 
     def release(self, table: str, buckets: Sequence[int] | None = None) -> None:
         self._rpc.call("release", {"table": table, "buckets": list(buckets) if buckets is not None else None})
@@ -90,4 +98,8 @@ class TableServerProxy(Proxy):
 
     def ping(self) -> str:
         return self._rpc.call("ping", {})["server_id"]
+
+    def arm_failpoint(self, point: str) -> None:
+        """Stop the server's process at ``point`` next time (tests; ``tableserver.failpoints``)."""
+        self._rpc.call("arm_failpoint", {"point": point})
 

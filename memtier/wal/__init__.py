@@ -33,6 +33,7 @@ from memtier.wal.stream import (
     recover_blocks,
     retired,
     stale_segments,
+    stream_directory,
 )
 from memtier.wal.writer import CommitStats, FrameLocation, GroupCommitter, PendingAppend, WalWriter
 
@@ -76,4 +77,5 @@ __all__ = [
     "recover_blocks",
     "retired",
     "stale_segments",
+    "stream_directory",
 ]

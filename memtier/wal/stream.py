@@ -35,12 +35,14 @@ import pyarrow as pa
 
 from memtier.errors import (
     CorruptFileError,
+    FencedError,
     NotAWalFileError,
     NotFoundError,
     UnknownFormatVersionError,
     WalClosedError,
 )
 from memtier.io import FileIO, join
+from memtier.wal.fence import LIFE_DIGITS, is_fenced, new_life, read_bounds
 from memtier.wal.format import (
     Selection,
     StreamContents,
@@ -62,6 +64,7 @@ from memtier.wal.writer import GroupCommitter, PendingAppend, WalWriter
 __all__ = [
     "SEGMENT_AGE_S",
     "SEGMENT_BYTES",
+    "STREAM_DIR",
     "FlushedSegment",
     "FrameRef",
     "QueuedFrames",
@@ -75,6 +78,7 @@ __all__ = [
     "recover_blocks",
     "retired",
     "stale_segments",
+    "stream_directory",
 ]
 
 log = logging.getLogger(__name__)
@@ -83,6 +87,15 @@ log = logging.getLogger(__name__)
 SEGMENT_BYTES = 64 << 20
 #: ... or is this old, so a segment no writer appends to any more can be told by its age.
 SEGMENT_AGE_S = 60.0
+
+#: The directory of a table's stream segments (and fences), in the table's WAL directory.
+STREAM_DIR = "_memtier_streams"
+
+
+def stream_directory(wal_root: str, table: str) -> str:
+    """Where the stream segments of ``table`` lie under the cluster's WAL root."""
+    return join(wal_root, table, STREAM_DIR)
+
 
 _SEGMENT = re.compile(r"^(?P<incarnation>[0-9a-f]{32})\.(?P<seq>[0-9a-f]{16})\.stream$")
 
@@ -93,6 +106,12 @@ class SegmentName:
 
     incarnation: str  # one per WalStream object: a restarted server writes new segments
     seq: int
+
+    @property
+    def life(self) -> str:
+        """The life of the table server that wrote it (:mod:`memtier.wal.fence`): the
+        incarnation's first half (random in segments of builds before fencing)."""
+        return self.incarnation[:LIFE_DIGITS]
 
     @property
     def name(self) -> str:
@@ -140,6 +159,8 @@ class _Segment(WalWriter):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        #: Whether the life writing this segment is fenced (set by the stream).
+        self.fenced: Callable[[], bool] = lambda: False
         self._refs: dict[bytes, int] = {}  # a block header's file id -> its reference here
         self._next_ref = itertools.count(1)
         #: Every block with frames here, by file id.
@@ -147,6 +168,15 @@ class _Segment(WalWriter):
         self.started = time.monotonic()
         #: When the stream rolled past it (seconds since the epoch), or None.
         self.closed_at: float | None = None
+
+    def _before_ack(self) -> None:
+        """Nothing is acknowledged once another server fenced this segment's life: it may
+        have recovered this table's blocks already."""
+        if self.fenced():
+            raise FencedError(
+                f"the WAL stream of table {self.header.table!r} of {self.header.file_group} was fenced "
+                "(another table server took its buckets over): refresh the routing and retry"
+            )
 
     def queue_frames(
         self, frames: Sequence[StreamFrame], *, txn_id: int, producer_id: bytes, producer_seq: int,
@@ -200,7 +230,10 @@ class WalStream:
         committer: GroupCommitter,
         segment_bytes: int = SEGMENT_BYTES,
         segment_age_s: float = SEGMENT_AGE_S,
+        life: str | None = None,
     ) -> None:
+        """``owner`` names the table server, ``life`` its current life (its segments are
+        fenced by it: :mod:`memtier.wal.fence`; a new one by default)."""
         self._fileio = fileio
         self.directory = directory
         self._table = table
@@ -208,7 +241,8 @@ class WalStream:
         self._committer = committer
         self._segment_bytes = segment_bytes
         self._segment_age_s = segment_age_s
-        self.incarnation = uuid.uuid4().hex
+        self.life = life or new_life()
+        self.incarnation = self.life + uuid.uuid4().hex[:LIFE_DIGITS]
         self._seq = itertools.count()
         self._lock = threading.Lock()
         self._current: _Segment | None = None
@@ -329,8 +363,13 @@ class WalStream:
             path = join(self.directory, name.name)
             self._current = _Segment.create(self._fileio, path, header, self._committer)
             assert isinstance(self._current, _Segment)
+            self._current.fenced = self.fenced
             self._segments.append(self._current)
             return self._current
+
+    def fenced(self) -> bool:
+        """Whether another table server fenced this stream's life (one existence check)."""
+        return is_fenced(self._fileio, self.directory, self.life)
 
 # -- reading and recovery ---------------------------------------------------------------------
 
@@ -341,13 +380,39 @@ def read_stream(fileio: FileIO, path: str) -> StreamContents:
     return decode_stream(wal_storage(fileio, path).read(), path)
 
 
-def _segments(fileio: FileIO, directory: str) -> list[tuple[SegmentName, str, float | None]]:
-    found = []
+@dataclass(frozen=True, order=True)
+class _Listed:
+    """A segment of a stream directory, and how much of it counts: all (``limit`` None),
+    or, written by a fenced life, the bytes its fence bounds."""
+
+    name: SegmentName
+    path: str
+    size: int
+    mtime: float | None
+    limit: int | None
+
+    def read(self, fileio: FileIO) -> pa.Buffer:
+        data = wal_storage(fileio, self.path).read()
+        return data if self.limit is None else data.slice(0, min(self.limit, data.size))
+
+
+def _segments(fileio: FileIO, directory: str) -> tuple[list[_Listed], list[FlushedSegment]]:
+    """The segments of ``directory`` that recovery reads, oldest first, and those it
+    never reads: begun by a fenced life after its fence (their frames were never
+    acknowledged), as if flushed."""
+    bounds = read_bounds(fileio, directory)
+    found, unread = [], []
     for info in list_logs(fileio, directory):
         name = SegmentName.parse(info.name)
-        if name is not None:
-            found.append((name, info.path, info.mtime))
-    return sorted(found)
+        if name is None:
+            continue
+        fenced = bounds.get(name.life)
+        limit = None if fenced is None else fenced.segments.get(info.name)
+        if fenced is not None and limit is None:
+            unread.append(FlushedSegment(info.path, info.size, info.mtime or 0.0))
+            continue
+        found.append(_Listed(name, info.path, info.size, info.mtime, limit))
+    return sorted(found), unread
 
 
 def read_frames(fileio: FileIO, refs: Sequence[FrameRef], schema: pa.Schema) -> list[WalFrame]:
@@ -413,8 +478,8 @@ def recover_blocks(
     :class:`~memtier.errors.CorruptFileError`; other blocks are unaffected, unless the
     damage lost frames of a block the segment cannot name (it might be wanted)."""
     blocks: dict[bytes, RecoveredBlock] = {}
-    for _, path, _ in _segments(fileio, directory):
-        data = wal_storage(fileio, path).read()
+    for segment in _segments(fileio, directory)[0]:
+        path, data = segment.path, segment.read(fileio)
         declared = declared_blocks(data, path)
         if declared is not None and not any(decode(b.header) for b in declared if wanted(b.header)):
             for b in declared:  # nothing to decode here: the sequence numbers are enough
@@ -447,9 +512,9 @@ def _merge(seqs: dict[bytes, int], more: dict[bytes, int]) -> None:
         seqs[producer] = max(seqs.get(producer, -1), seq)
 
 
-def _declared(fileio: FileIO, path: str) -> tuple[WalHeader, ...]:
-    """The blocks the segment at ``path`` holds frames of (a damaged one decoded whole)."""
-    data = wal_storage(fileio, path).read()
+def _declared(fileio: FileIO, segment: _Listed) -> tuple[WalHeader, ...]:
+    """The blocks ``segment`` holds frames of (a damaged one decoded whole)."""
+    path, data = segment.path, segment.read(fileio)
     declared = declared_blocks(data, path)
     if declared is not None:
         return tuple(b.header for b in declared)
@@ -504,20 +569,21 @@ def stale_segments(
 ) -> list[FlushedSegment]:
     """The segments in ``directory`` of other incarnations (servers that died or
     restarted, or gave the table up) unmodified for ``min_age_s`` (more than a segment's
-    age, so no live writer appends to them) whose every block ``is_flushed``. A segment
-    that cannot be read is left out (kept)."""
-    found = []
-    for info in list_logs(fileio, directory):
-        name = SegmentName.parse(info.name)
-        if name is None or name.incarnation == keep_incarnation or info.mtime is None:
+    age, so no live writer appends to them) whose every block ``is_flushed`` (of a fenced
+    life, every block within its bounds; one it began after its fence counts as
+    flushed). A segment that cannot be read is left out (kept)."""
+    listed, unread = _segments(fileio, directory)
+    found = [s for s in unread if now - s.closed_at >= min_age_s]
+    for segment in listed:
+        if segment.name.incarnation == keep_incarnation or segment.mtime is None:
             continue
-        if now - info.mtime < min_age_s:
+        if now - segment.mtime < min_age_s:
             continue
         try:
-            blocks = _declared(fileio, info.path)
+            blocks = _declared(fileio, segment)
         except (CorruptFileError, NotAWalFileError, UnknownFormatVersionError, NotFoundError) as e:
-            log.warning("%s: unreadable WAL stream segment, kept: %s", info.path, e)
+            log.warning("%s: unreadable WAL stream segment, kept: %s", segment.path, e)
             continue
         if all(is_flushed(b) for b in blocks):
-            found.append(FlushedSegment(info.path, info.size, info.mtime))
+            found.append(FlushedSegment(segment.path, segment.size, segment.mtime))
     return found

@@ -37,8 +37,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from memtier import failpoints
 from memtier.config import SyncPolicy, WalConfig
-from memtier.errors import InvalidArgumentError, WalClosedError, WalWriteFailedError
+from memtier.errors import FencedError, InvalidArgumentError, WalClosedError, WalWriteFailedError
 from memtier.io import FileIO
 from memtier.latency import LatencyWindow
 from memtier.wal.format import (
@@ -196,6 +197,7 @@ class PendingAppend:
             if not writer._committer.wait_for_sync:
                 with writer._failing(end):
                     writer._write_queued()  # acknowledged once written, synced later
+                    writer._before_ack()
             writer._await(end, self._gate)
         except BaseException as e:
             self._error = e
@@ -463,7 +465,9 @@ class WalWriter:
         started = time.perf_counter()
         with self._failing(end):
             target = self._write_queued()
+            failpoints.hit(failpoints.BEFORE_SYNC)
             synced = self._sink.sync()
+            self._before_ack()
         elapsed = time.perf_counter() - started
         self._committer.sync_latency.add(elapsed)
         self._commit_seconds += 0.2 * (elapsed - self._commit_seconds)
@@ -500,6 +504,12 @@ class WalWriter:
         with self._lock:
             self._gather = None
 
+    def _before_ack(self) -> None:
+        """Called once what is queued is durable (written, with INTERVAL), before any of
+        it is acknowledged: raising fails the writer, and every append it covers and
+        every later one gets the error. Here nothing; a stream segment refuses once its
+        life is fenced (:mod:`memtier.wal.fence`)."""
+
     def _fail(self, error: BaseException) -> None:
         """Fail the writer (holding ``_lock``), end the lead and wake every follower."""
         self._failure = error
@@ -508,7 +518,9 @@ class WalWriter:
             gate.open()
         self._gates.clear()
 
-    def _failed_error(self, offset: int) -> WalWriteFailedError:
+    def _failed_error(self, offset: int) -> WalWriteFailedError | FencedError:
+        if isinstance(self._failure, FencedError):  # not a storage failure: the owner is gone
+            return FencedError(f"{self.path}: the append ending at byte {offset} was refused: {self._failure}")
         return WalWriteFailedError(
             f"{self.path}: the append ending at byte {offset} may not be durable; the WAL "
             f"failed and takes no more appends: {self._failure!r}"
@@ -516,7 +528,7 @@ class WalWriter:
 
     def _release(self) -> None:
         try:
-            with contextlib.suppress(WalWriteFailedError):  # failed: no sync starts any more
+            with contextlib.suppress(WalWriteFailedError, FencedError):  # failed: no sync starts any more
                 self.sync()  # waits out a sync another thread may still run on the file
         finally:
             self._committer._retire(self)

@@ -86,7 +86,7 @@ def key_count(table: pa.Table) -> int:
 def heartbeat(cluster: InProcessCluster) -> None:
     """What each server's periodic loop reports to the master in a real cluster."""
     for server_id, server in cluster.servers.items():
-        cluster.master.heartbeat(server_id, server.status(), server.bucket_memory())
+        cluster.master.heartbeat(server_id, server.status(), server.bucket_memory(), life=server.life)
 
 
 def add_server(cluster: InProcessCluster, server_id: str, wal_config: WalConfig) -> TableServer:
@@ -96,7 +96,7 @@ def add_server(cluster: InProcessCluster, server_id: str, wal_config: WalConfig)
                          wal_config=wal_config)
     cluster.servers[server_id] = server
     location = f"inprocess://{server_id}/{uuid.uuid4().hex}"
-    cluster.master.register_server(server_id, location, cluster.config.memory_budget)
+    server.join(location)
     return server
 
 

@@ -62,7 +62,7 @@ def test_table_server_and_master_metrics_count_writes_reads_and_flushes(
     assert after[("memtier_unflushed_rows", (("server", "ts-0"), ("table", "t")))] == 0
     assert after[("memtier_flush_seconds_count", (("server", "ts-0"),))] >= 1
     for server_id, server in cluster.servers.items():  # what the master shows comes by heartbeat
-        cluster.master.heartbeat(server_id, server.status(), server.bucket_memory())
+        cluster.master.heartbeat(server_id, server.status(), server.bucket_memory(), life=server.life)
     seen = scrape(master.url)
     assert seen[("memtier_table_servers", ())] == 1
     assert seen[("memtier_table_unflushed_rows", (("table", "t"),))] == 0

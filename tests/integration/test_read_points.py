@@ -143,8 +143,9 @@ def test_a_bucket_moved_since_the_last_read_is_read_from_its_new_owner(
     owner = routing[bucket] if bucket in routing else routing[str(bucket)]
     other = next(s for s in cluster.servers if s != owner)
     budget = cluster.config.memory_budget
-    cluster.master.heartbeat(owner, {"memory_used": budget}, {("t", bucket): budget // 2})
-    cluster.master.heartbeat(other, {"memory_used": 0}, {})
+    cluster.master.heartbeat(owner, {"memory_used": budget}, {("t", bucket): budget // 2},
+                             life=cluster.servers[owner].life)
+    cluster.master.heartbeat(other, {"memory_used": 0}, {}, life=cluster.servers[other].life)
     assert cluster.master.rebalance() == ("t", bucket, owner, other)
     writer.write("t", rows([1], 2, "b"))  # acknowledged by the new owner
     assert value(client, 1) == [(2, "b")]

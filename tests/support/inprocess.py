@@ -4,6 +4,8 @@ unchanged, against a real Ray cluster."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from memtier.client import Client
@@ -22,16 +24,20 @@ class InProcessCluster:
     catalog: dict[str, str] = field(default_factory=dict)  # catalog.* settings of the master
     servers: dict[str, TableServer] = field(default_factory=dict)
     generations: dict[str, int] = field(default_factory=dict)
+    clock: Callable[[], float] = time.time  # the master's (heartbeats, timeouts)
 
     def __post_init__(self) -> None:
-        self.master = Master(self.root, connect=lambda server_id, _location: self.servers[server_id],
-                             services=self.services, catalog=self.catalog)
+        self.master = self._new_master()
+
+    def _new_master(self) -> Master:
+        return Master(self.root, connect=lambda server_id, _location: self.servers[server_id],
+                      services=self.services, catalog=self.catalog, clock=self.clock)
 
     @property
     def wal_root(self) -> str:
         return join(self.root, "_memtier", "wal")
 
-    def _location(self, server_id: str) -> str:
+    def location(self, server_id: str) -> str:
         return f"inprocess://{server_id}/{self.generations.get(server_id, 0)}"
 
     def add_server(self, server_id: str) -> TableServer:
@@ -39,9 +45,7 @@ class InProcessCluster:
         self.generations[server_id] = self.generations.get(server_id, -1) + 1
         server = TableServer(server_id, self.master, self.wal_root, config=self.config)
         self.servers[server_id] = server
-        self.master.register_server(
-            server_id, self._location(server_id), self.config.memory_budget, self.config.max_batch_rows
-        )
+        server.join(self.location(server_id))
         return server
 
     def run_service(self, table: str, kind: str = "compaction", **options: object) -> None:
@@ -63,14 +67,14 @@ class InProcessCluster:
         self.servers.pop(server_id).close()
         return self.add_server(server_id)
 
-    def restart_master(self) -> Master:
-        self.master = Master(self.root, connect=lambda server_id, _location: self.servers[server_id],
-                             services=self.services, catalog=self.catalog)
+    def restart_master(self, *, rejoin: Collection[str] | None = None) -> Master:
+        """A new master on the same state; the servers in ``rejoin`` (all by default)
+        register with it (the others are silent, e.g. paused)."""
+        self.master = self._new_master()
         for server_id, server in self.servers.items():
             server._master = self.master  # the servers reconnect to the new master
-            self.master.register_server(
-                server_id, self._location(server_id), self.config.memory_budget, self.config.max_batch_rows
-            )
+            if rejoin is None or server_id in rejoin:
+                server.join(self.location(server_id))
         return self.master
 
     def client(self) -> Client:

@@ -46,7 +46,7 @@ class RpcCluster:
         server = TableServer(server_id, link, self.wal_root, config=self.config)
         endpoint = RpcServer(TableServerService(server), host=self.host, token=self.token).start()
         self.servers[server_id], self.endpoints[server_id] = server, endpoint
-        link.register_server(server_id, endpoint.location, self.config.memory_budget, self.config.max_batch_rows)
+        server.join(endpoint.location)
         return server
 
     def client(self) -> Client:

@@ -10,6 +10,7 @@ from memtier.errors import CorruptFileError, UnknownFormatVersionError
 from memtier.io import open_fileio
 from memtier.master.state import (
     AUTOCOMMIT,
+    KEEP_FENCED,
     MasterState,
     MasterStore,
     TableEntry,
@@ -33,6 +34,8 @@ def populated() -> MasterState:
         .with_txn(txn(1, "committed", ended_ms=2_000))
         .with_txn(txn(2, "aborted", ended_ms=2_000))
         .with_txn(txn(3))
+        .with_life("ts-0", "00000000000000a0")
+        .with_fenced("00000000000000f0")
     )
 
 
@@ -95,14 +98,32 @@ def test_json_round_trip_keeps_everything() -> None:
 
 def test_the_file_is_versioned() -> None:
     body = json.loads(populated().to_json())
-    assert body["format"] == "memtier-master-state" and body["version"] == 1
+    assert body["format"] == "memtier-master-state" and body["version"] == 2
+
+
+def test_a_version_1_file_is_read_with_no_lives_and_nothing_fenced() -> None:
+    body = json.loads(populated().to_json())
+    body["version"] = 1
+    del body["lives"], body["fenced"]
+    loaded = MasterState.from_json(json.dumps(body).encode(), PATH)
+    assert dict(loaded.lives) == {} and loaded.fenced == ()
+    assert loaded.tables == populated().tables and loaded.txns == populated().txns
 
 
 def test_an_unknown_version_is_refused_naming_path_and_version() -> None:
     body = json.loads(populated().to_json())
-    body["version"] = 2
-    with pytest.raises(UnknownFormatVersionError, match=r"state\.json.*version 2.*reads 1"):
+    body["version"] = 3
+    with pytest.raises(UnknownFormatVersionError, match=r"state\.json.*version 3.*reads 1 and 2"):
         MasterState.from_json(json.dumps(body).encode(), PATH)
+
+
+def test_fenced_lives_are_remembered_once_and_only_the_newest_are_kept() -> None:
+    state = MasterState().with_fenced("a").with_fenced("b").with_fenced("a")
+    assert state.fenced == ("a", "b")
+    for i in range(KEEP_FENCED + 5):
+        state = state.with_fenced(f"{i:016x}")
+    assert len(state.fenced) == KEEP_FENCED and state.fenced[-1] == f"{KEEP_FENCED + 4:016x}"
+    assert "a" not in state.fenced
 
 
 @pytest.mark.parametrize(

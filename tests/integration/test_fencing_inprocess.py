@@ -1,0 +1,202 @@
+"""Fencing, in process: a table server taken for dead while a write or a flush of it is
+held at a failpoint (as a paused process would be) acknowledges and commits nothing for the
+buckets it lost, and every write acknowledged anywhere is read once, by memtier and hudi-rs,
+also after the new owner recovers again. The same scenarios run against real processes
+stopped with SIGSTOP in test_fencing_ray.py."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import pyarrow as pa
+import pytest
+
+from memtier import failpoints
+from memtier.client import Client
+from memtier.errors import FencedError
+from memtier.io import open_fileio
+from memtier.wal.fence import read_bounds
+from memtier.wal.stream import stream_directory
+from tests.support.clock import ManualClock
+from tests.support.hudirs import hudi_rs_read
+from tests.support.inprocess import InProcessCluster
+
+SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
+BUCKETS = 8
+TIMEOUT = 5.0  # the master's default heartbeat timeout
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture(params=["keyed", "append-only"])
+def cluster(request: pytest.FixtureRequest, tmp_path, clock: ManualClock) -> Iterator[InProcessCluster]:
+    running = InProcessCluster(str(tmp_path / "root"), clock=clock)
+    running.add_server("ts-0")  # ts-0 holds every bucket: a write goes there whole (the
+    running.master.create_table("t", SCHEMA, "id" if request.param == "keyed" else None,
+                                ordering_field="ts", buckets=BUCKETS)
+    running.add_server("ts-1")  # failpoints are this process's, not one server's)
+    yield running
+    running.close()
+
+
+class Model:
+    """What every read must show: the latest version of each key (keyed tables), or every
+    acknowledged row exactly once (append-only tables)."""
+
+    def __init__(self, keyed: bool) -> None:
+        self.keyed = keyed
+        self.rows: Counter[tuple[int, int, str]] = Counter()
+
+    def acknowledged(self, batch: pa.Table) -> None:
+        self.rows.update(zip(*(batch.column(c).to_pylist() for c in SCHEMA.names), strict=True))
+
+    def expected(self) -> Counter[tuple[int, int, str]]:
+        if not self.keyed:
+            return self.rows
+        latest: dict[int, tuple[int, int, str]] = {}
+        for row in self.rows:
+            if row[0] not in latest or row[1] > latest[row[0]][1]:
+                latest[row[0]] = row
+        return Counter(latest.values())
+
+    def check(self, table: pa.Table, who: str) -> None:
+        got = Counter(zip(*(table.column(c).to_pylist() for c in SCHEMA.names), strict=True))
+        assert got == self.expected(), f"{who}: {len(got)} rows, expected {len(self.expected())}"
+
+
+def batch(ids: list[int], ts: int) -> pa.Table:
+    return pa.table({"id": ids, "ts": [ts] * len(ids), "v": [f"{i}@{ts}" for i in ids]}, schema=SCHEMA)
+
+
+def write(client: Client, model: Model, data: pa.Table) -> None:
+    client.write("t", data)
+    model.acknowledged(data)
+
+
+def take_for_dead(cluster: InProcessCluster, clock: ManualClock, server_id: str) -> None:
+    """``server_id`` stays silent past the heartbeat timeout while the others report: the
+    master moves its buckets (fencing its WAL streams first)."""
+    clock.advance(TIMEOUT + 1)
+    for other, server in cluster.servers.items():
+        if other != server_id:
+            server.heartbeat(cluster.location(other))
+    assert cluster.master.check_servers() == [server_id]
+    routing = cluster.master.describe_table("t")["routing"]
+    assert server_id not in routing.values(), routing
+
+
+class Held:
+    """A failpoint action that holds the thread reaching it until released."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> None:
+        self.reached.set()
+        assert self.release.wait(60), "never released"
+
+
+def in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(fn())
+        except Exception as e:  # noqa: BLE001 - the test looks at it
+            outcome.append(e)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def check_everywhere(cluster: InProcessCluster, model: Model) -> None:
+    """memtier before and after a flush, hudi-rs after it, and again after the new owner
+    recovered its buckets anew (the fenced life's segments read only up to the fence)."""
+    client = cluster.client()
+    model.check(client.read("t"), "memtier (latest)")
+    cluster.restart_server("ts-1")
+    model.check(cluster.client().read("t"), "memtier after the new owner restarted")
+    client = cluster.client()
+    client.flush("t")
+    model.check(client.read("t"), "memtier after a flush")
+    model.check(hudi_rs_read(cluster.master.describe_table("t")["path"]), "hudi-rs")
+
+
+@pytest.mark.parametrize("point", [failpoints.BEFORE_APPEND, failpoints.BEFORE_SYNC, failpoints.BEFORE_ACK])
+def test_a_write_held_while_its_server_is_taken_for_dead_is_read_once(
+    cluster: InProcessCluster, clock: ManualClock, point: str
+) -> None:
+    keyed = cluster.master.describe_table("t")["record_key"] != []
+    model = Model(keyed)
+    old = cluster.client()  # routes to ts-0 as placed now
+    write(old, model, batch(list(range(200)), 1))
+    ids = list(range(0, 200, 3)) if keyed else list(range(1000, 1050))
+    held = Held()
+    failpoints.arm(point, held)
+    late = batch([*ids, *range(5000, 5020)], 2)  # keys 5000-5019 are never written again
+    thread, outcome = in_thread(lambda: old.write("t", late))
+    assert held.reached.wait(30)
+    take_for_dead(cluster, clock, "ts-0")
+    new = cluster.client()
+    write(new, model, batch(ids, 3))  # newer versions, acknowledged by ts-1
+    held.release.set()
+    thread.join(60)
+    assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
+    model.acknowledged(late)  # retried on ts-1 if ts-0 refused it: acknowledged once either way
+    zombie = cluster.servers["ts-0"]
+    zombie.heartbeat(cluster.location("ts-0"))  # what its heartbeat thread does on waking
+    assert zombie.owned("t") == set()  # it reset and joined again as a new life, with no buckets
+    write(old, model, batch(ids, 4))  # the old client, re-routed
+    check_everywhere(cluster, model)
+
+
+def test_a_flush_held_before_its_commit_is_refused_once_its_server_lost_its_buckets(
+    cluster: InProcessCluster, clock: ManualClock
+) -> None:
+    keyed = cluster.master.describe_table("t")["record_key"] != []
+    model = Model(keyed)
+    client = cluster.client()
+    for ts in range(1, 4):
+        write(client, model, batch(list(range(ts * 100, ts * 100 + 300)), ts))
+    held = Held()
+    failpoints.arm(failpoints.BEFORE_FLUSH_COMMIT, held)
+    zombie = cluster.servers["ts-0"]
+    thread, outcome = in_thread(lambda: zombie.flush("t", seal=True))
+    assert held.reached.wait(30)
+    take_for_dead(cluster, clock, "ts-0")
+    held.release.set()
+    thread.join(60)
+    assert len(outcome) == 1 and isinstance(outcome[0], FencedError), outcome
+    assert "lost its buckets" in str(outcome[0])
+    timeline = cluster.master.meta("t").timeline()
+    assert not list(timeline.pending(None)), "the refused flush was rolled back"
+    assert zombie.owned("t") == set()  # it reset itself: nothing of the table in memory
+    write(cluster.client(), model, batch(list(range(50)), 9))
+    check_everywhere(cluster, model)
+
+
+def test_the_fence_bounds_what_recovery_reads_of_the_fenced_life(
+    cluster: InProcessCluster, clock: ManualClock
+) -> None:
+    """Writes the fenced server appends after its fence lie beyond the recorded bounds:
+    never acknowledged, never recovered (an append-only table would show them twice)."""
+    keyed = cluster.master.describe_table("t")["record_key"] != []
+    model = Model(keyed)
+    old = cluster.client()
+    write(old, model, batch(list(range(100)), 1))
+    life = cluster.servers["ts-0"].life
+    take_for_dead(cluster, clock, "ts-0")
+    late = batch(list(range(500, 520)), 2)
+    zombie = cluster.servers["ts-0"]
+    with pytest.raises(FencedError):  # straight to the zombie, as a client with old routes does
+        zombie.write("t", late, producer_id=b"z" * 16, producer_seq=1)
+    bounds = read_bounds(open_fileio(cluster.wal_root), stream_directory(cluster.wal_root, "t"))
+    assert set(bounds) == {life} and bounds[life].server == "ts-0" and bounds[life].fenced_by == "ts-1"
+    check_everywhere(cluster, model)
