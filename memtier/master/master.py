@@ -831,6 +831,7 @@ class Master:
             servers = {
                 s: {
                     "location": info.location,
+                    "life": info.life,
                     "heartbeat_age_s": round(now - info.last_heartbeat, 3),
                     "memory_used": info.status.get("memory_used", 0),
                     "memory_budget": info.memory_budget,

@@ -964,6 +964,7 @@ class TableServer:
             }
         return {
             "server_id": self.server_id,
+            "life": self.life,
             "memory_used": self.memory.used,
             "memory_peak": self.memory.peak,
             "memory_budget": self.memory.budget,

@@ -7,7 +7,6 @@ stopped with SIGSTOP in test_fencing_ray.py."""
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
@@ -19,11 +18,11 @@ from memtier.errors import FencedError
 from memtier.io import open_fileio
 from memtier.wal.fence import read_bounds
 from memtier.wal.stream import stream_directory
+from tests.support.acked import SCHEMA, Acked, batch
 from tests.support.clock import ManualClock
 from tests.support.hudirs import hudi_rs_read
 from tests.support.inprocess import InProcessCluster
 
-SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
 BUCKETS = 8
 TIMEOUT = 5.0  # the master's default heartbeat timeout
 
@@ -44,36 +43,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path, clock: ManualClock) -> Ite
     running.close()
 
 
-class Model:
-    """What every read must show: the latest version of each key (keyed tables), or every
-    acknowledged row exactly once (append-only tables)."""
-
-    def __init__(self, keyed: bool) -> None:
-        self.keyed = keyed
-        self.rows: Counter[tuple[int, int, str]] = Counter()
-
-    def acknowledged(self, batch: pa.Table) -> None:
-        self.rows.update(zip(*(batch.column(c).to_pylist() for c in SCHEMA.names), strict=True))
-
-    def expected(self) -> Counter[tuple[int, int, str]]:
-        if not self.keyed:
-            return self.rows
-        latest: dict[int, tuple[int, int, str]] = {}
-        for row in self.rows:
-            if row[0] not in latest or row[1] > latest[row[0]][1]:
-                latest[row[0]] = row
-        return Counter(latest.values())
-
-    def check(self, table: pa.Table, who: str) -> None:
-        got = Counter(zip(*(table.column(c).to_pylist() for c in SCHEMA.names), strict=True))
-        assert got == self.expected(), f"{who}: {len(got)} rows, expected {len(self.expected())}"
-
-
-def batch(ids: list[int], ts: int) -> pa.Table:
-    return pa.table({"id": ids, "ts": [ts] * len(ids), "v": [f"{i}@{ts}" for i in ids]}, schema=SCHEMA)
-
-
-def write(client: Client, model: Model, data: pa.Table) -> None:
+def write(client: Client, model: Acked, data: pa.Table) -> None:
     client.write("t", data)
     model.acknowledged(data)
 
@@ -116,7 +86,7 @@ def in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[object]]
     return thread, outcome
 
 
-def check_everywhere(cluster: InProcessCluster, model: Model) -> None:
+def check_everywhere(cluster: InProcessCluster, model: Acked) -> None:
     """memtier before and after a flush, hudi-rs after it, and again after the new owner
     recovered its buckets anew (the fenced life's segments read only up to the fence)."""
     client = cluster.client()
@@ -134,7 +104,7 @@ def test_a_write_held_while_its_server_is_taken_for_dead_is_read_once(
     cluster: InProcessCluster, clock: ManualClock, point: str
 ) -> None:
     keyed = cluster.master.describe_table("t")["record_key"] != []
-    model = Model(keyed)
+    model = Acked(keyed)
     old = cluster.client()  # routes to ts-0 as placed now
     write(old, model, batch(list(range(200)), 1))
     ids = list(range(0, 200, 3)) if keyed else list(range(1000, 1050))
@@ -161,7 +131,7 @@ def test_a_flush_held_before_its_commit_is_refused_once_its_server_lost_its_buck
     cluster: InProcessCluster, clock: ManualClock
 ) -> None:
     keyed = cluster.master.describe_table("t")["record_key"] != []
-    model = Model(keyed)
+    model = Acked(keyed)
     client = cluster.client()
     for ts in range(1, 4):
         write(client, model, batch(list(range(ts * 100, ts * 100 + 300)), ts))
@@ -188,7 +158,7 @@ def test_the_fence_bounds_what_recovery_reads_of_the_fenced_life(
     """Writes the fenced server appends after its fence lie beyond the recorded bounds:
     never acknowledged, never recovered (an append-only table would show them twice)."""
     keyed = cluster.master.describe_table("t")["record_key"] != []
-    model = Model(keyed)
+    model = Acked(keyed)
     old = cluster.client()
     write(old, model, batch(list(range(100)), 1))
     life = cluster.servers["ts-0"].life
