@@ -236,7 +236,7 @@ class TableServerConfig:
         1 << 30,
         parse_size,
         "bytes of record batches a table server keeps in memory, flushes' transient copies "
-        "included; beyond it, sealed blocks are evicted (they stay in their WAL) and flushes "
+        "included (in the table server and its flush worker); beyond it, sealed blocks are evicted (they stay in their WAL) and flushes "
         "are hurried",
     )
     block_max_bytes: int = setting(

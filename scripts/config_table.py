@@ -40,6 +40,8 @@ def default_text(spec: Setting, value: Any) -> str:
         text = _duration(value)
     elif spec.parse is parse_size:
         text = _size(value)
+    elif isinstance(value, bool):
+        text = str(value).lower()
     else:
         text = str(value)
     if spec.parse(text) != value:
