@@ -313,6 +313,15 @@ class TableServer:
                 t = self._tables[table] = _Table(table, meta, stream, file_ids=file_ids)
             return t
 
+    def _check_owned(self, t: _Table, buckets: set[int]) -> None:
+        """:class:`NotOwnerError` unless this server still serves every one of ``buckets``."""
+        foreign = sorted(buckets if t.gone else buckets - t.owned)
+        if foreign:
+            raise NotOwnerError(
+                f"buckets {foreign} of table {t.name!r} are not on table server {self.server_id}; "
+                "refresh the routing and retry"
+            )
+
     def _table(self, table: str) -> _Table:
         if self._closed:
             raise RpcError(f"table server {self.server_id} is shut down")
@@ -362,12 +371,8 @@ class TableServer:
         )
         physical = conform(logical, t.stored_schema)
         groups = _file_group_rows(meta, physical, producer_bucket(producer_id, producer_seq, meta.config.buckets or 1))
-        foreign = sorted({b for _, b, _ in groups} - t.owned)
-        if foreign:
-            raise NotOwnerError(
-                f"buckets {foreign} of table {table!r} are not on table server {self.server_id}; "
-                "refresh the routing and retry"
-            )
+        buckets = {b for _, b, _ in groups}
+        self._check_owned(t, buckets)
         whole = physical.combine_chunks().to_batches()[0]  # the rows as they came: never reordered
         pieces = [
             (FileGroupKey(partition, t.file_ids.get((partition, bucket)) or bucket_file_id(bucket)),
@@ -379,7 +384,8 @@ class TableServer:
         evicted = self._admit(nbytes)
         failpoints.hit(failpoints.BEFORE_APPEND)
         try:
-            rows = self._append(t, whole, pieces, Share(nbytes, len(pieces)), txn_id, producer_id, producer_seq)
+            rows = self._append(t, whole, buckets, pieces, Share(nbytes, len(pieces)), txn_id, producer_id,
+                                producer_seq)
         except FencedError:
             self.reset(t.stream.life)
             raise
@@ -428,6 +434,7 @@ class TableServer:
         self,
         t: _Table,
         whole: pa.RecordBatch,
+        buckets: set[int],
         pieces: list[tuple[FileGroupKey, Selection]],
         share: Share,
         txn_id: int,
@@ -436,7 +443,9 @@ class TableServer:
     ) -> int:
         """Append each piece (the rows of ``whole``, the write admitted as ``share``, that
         one file group takes) to its file group's open block; the rows appended. Under the
-        file groups' locks (taken in key order) the pieces are queued on the table's WAL
+        file groups' locks (taken in key order), once the server is seen to still serve
+        ``buckets`` (a release or reset takes them away holding those locks, so no append
+        outlives it), the pieces are queued on the table's WAL
         stream as one append (the batch written once, each block's frame a selection of
         it, when it goes to several), and added to memory; the wait until they are durable
         (one sync, shared with concurrent writes) comes after the locks are released.
@@ -456,6 +465,7 @@ class TableServer:
         locked = sorted({id(g): g for g in groups}.values(), key=lambda g: g.key)
         try:
             with _all_held([g.lock for g in locked]):
+                self._check_owned(t, buckets)
                 fresh = [
                     (group, selection)
                     for group, (_, selection) in zip(groups, pieces, strict=True)
@@ -617,12 +627,8 @@ class TableServer:
         checked = validate(key_filters, t.meta.config.record_key_fields)
         pinned = pinned_values(checked)  # frames holding none of them are skipped
         wanted = set(buckets) if buckets is not None else None
-        foreign = sorted(wanted - t.owned) if wanted is not None else []
-        if foreign:
-            raise NotOwnerError(
-                f"buckets {foreign} of table {table!r} are not on table server {self.server_id}; "
-                "refresh the routing and retry"
-            )
+        if wanted is not None:
+            self._check_owned(t, wanted)
         unresolved = False
         stored = t.stored_schema
         names = list(columns) if columns is not None else list(t.meta.physical.names)

@@ -15,6 +15,7 @@ import pytest
 from memtier import failpoints
 from memtier.client import Client
 from memtier.errors import FencedError
+from memtier.hudi.routing import bucket_ids
 from memtier.io import open_fileio
 from memtier.wal.fence import read_bounds
 from memtier.wal.stream import stream_directory
@@ -169,4 +170,34 @@ def test_the_fence_bounds_what_recovery_reads_of_the_fenced_life(
         zombie.write("t", late, producer_id=b"z" * 16, producer_seq=1)
     bounds = read_bounds(open_fileio(cluster.wal_root), stream_directory(cluster.wal_root, "t"))
     assert set(bounds) == {life} and bounds[life].server == "ts-0" and bounds[life].fenced_by == "ts-1"
+    check_everywhere(cluster, model)
+
+
+def test_a_write_held_while_its_bucket_is_moved_away_lands_on_the_new_owner(
+    cluster: InProcessCluster,
+) -> None:
+    """A graceful move (rebalance: the old owner releases, the new one recovers) that
+    overtakes a write the old owner has routed but not appended: the write is refused
+    there, under the file group's lock, and retried on the new owner."""
+    if cluster.master.describe_table("t")["record_key"] == []:
+        pytest.skip("a keyed table's rows choose their bucket")
+    model = Acked(True)
+    old = cluster.client()
+    write(old, model, batch(list(range(200)), 1))
+    ids = [i for i in range(200) if int(bucket_ids(pa.table({"id": [i]}), ["id"], BUCKETS)[0]) == 3]
+    held = Held()
+    failpoints.arm(failpoints.BEFORE_APPEND, held)
+    late = batch(ids, 2)
+    thread, outcome = in_thread(lambda: old.write("t", late))
+    assert held.reached.wait(30)
+    budget = cluster.config.memory_budget
+    cluster.master.heartbeat("ts-0", {"memory_used": budget}, {("t", 3): budget // 2},
+                             life=cluster.servers["ts-0"].life)
+    cluster.master.heartbeat("ts-1", {"memory_used": 0}, {}, life=cluster.servers["ts-1"].life)
+    assert cluster.master.rebalance() == ("t", 3, "ts-0", "ts-1")
+    held.release.set()
+    thread.join(60)
+    assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
+    model.acknowledged(late)
+    assert cluster.servers["ts-1"].owned("t") == {3}
     check_everywhere(cluster, model)
