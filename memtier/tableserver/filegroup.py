@@ -124,13 +124,22 @@ class FileGroup:
         self.blocks.append(block)
         return block
 
-    def add(self, block: Block, frame: Frame, nbytes: int) -> None:
+    def add(self, block: Block, frame: Frame, nbytes: int) -> int:
         """Add ``frame``, queued on the WAL stream for ``block`` (the open block) already,
-        to memory. The caller holds :attr:`lock` from before the frame was queued."""
+        to memory; the producer's sequence number seen before it (for :meth:`unsee`). The
+        caller holds :attr:`lock` from before the frame was queued."""
         block.add(frame, nbytes)
-        self.high_water[frame.producer_id] = max(
-            self.high_water.get(frame.producer_id, -1), frame.producer_seq
-        )
+        before = self.high_water.get(frame.producer_id, -1)
+        self.high_water[frame.producer_id] = max(before, frame.producer_seq)
+        return before
+
+    def unsee(self, frame: Frame, before: int) -> None:
+        """``frame``'s append failed (it never became durable, and reads and flushes skip
+        it): its producer may send it again, which must not be dropped as a retry of what
+        is held."""
+        with self.lock:
+            if self.high_water.get(frame.producer_id) == frame.producer_seq:
+                self.high_water[frame.producer_id] = before
 
     # -- lifecycle --------------------------------------------------------------------
     def unflushed(self) -> list[Block]:

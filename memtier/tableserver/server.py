@@ -458,7 +458,7 @@ class TableServer:
         payload = frame_payload(t.stored_schema, whole)
         shared = len(pieces) > 1  # else one frame record of the whole batch
         pending: PendingAppend | None = None
-        made: list[tuple[Block, Frame]] = []
+        made: list[tuple[FileGroup, Block, Frame, int]] = []
         rows = added = 0
         full = False
         estimate = share.nbytes // len(pieces)  # a block's size grows by its share
@@ -490,8 +490,7 @@ class TableServer:
                     )
                     frame = Frame(txn_id, producer_id, producer_seq, source, positions,
                                   ack=pending, share=share, ref=ref)
-                    group.add(block, frame, estimate)
-                    made.append((block, frame))
+                    made.append((group, block, frame, group.add(block, frame, estimate)))
                     rows += selection.count
                     added += 1
                 with t.generation_lock:
@@ -501,8 +500,13 @@ class TableServer:
             # the slices not appended (duplicates, or an error) are dropped at once
             self.memory.release(sum(share.drop() for _ in range(len(pieces) - added)))
             if pending is not None:
-                pending.wait()
-        for block, frame in made:
+                try:
+                    pending.wait()
+                except BaseException:  # not durable: a retry of it must not be taken for held
+                    for group, _, frame, before in made:
+                        group.unsee(frame, before)
+                    raise
+        for _, block, frame, _ in made:
             block.confirm(frame)
         if full:
             self._seal_generation(t, lambda: t.open_bytes >= self._block_max_bytes)

@@ -40,6 +40,7 @@ from memtier.errors import (
     NotFoundError,
     UnknownFormatVersionError,
     WalClosedError,
+    WalWriteFailedError,
 )
 from memtier.io import FileIO, join
 from memtier.wal.fence import LIFE_DIGITS, is_fenced, new_life, read_bounds
@@ -333,6 +334,26 @@ class WalStream:
                 self._roll(self._current)
                 self._current = None
 
+    def _cut_back(self, segment: _Segment) -> None:
+        """A segment whose write or sync failed (a full disk, an I/O error) is cut back to
+        what its syncs made durable, so that nothing it was refused is ever recovered from
+        it, and closed: the stream goes on in a new segment, and writes resume as soon as
+        the storage takes them again. Until it does, the cut fails and the write with it;
+        the next write tries again. A fenced segment is not cut: its life is over."""
+        failure = segment.failure
+        if isinstance(failure, FencedError):
+            raise FencedError(str(failure))
+        try:
+            wal_storage(self._fileio, segment.path).truncate(segment.durable_size)
+        except Exception as e:
+            raise WalWriteFailedError(
+                f"{segment.path}: the WAL failed ({failure!r}) and cannot be cut back to its last "
+                f"sync yet ({e}); writes to table {self._table!r} resume once it can"
+            ) from e
+        log.warning("%s failed (%r): cut back to its last sync at byte %d; going on in a new segment",
+                    segment.path, failure, segment.durable_size)
+        self._roll(segment)
+
     def _roll(self, segment: _Segment) -> None:
         """Close ``segment``: its queued frames are durable before anything follows."""
         segment.close()
@@ -343,6 +364,9 @@ class WalStream:
             if self._closed:
                 raise WalClosedError(f"the WAL stream in {self.directory} is closed")
             current = self._current
+            if current is not None and current.failure is not None:
+                self._cut_back(current)
+                self._current = current = None
             if current is not None and (
                 current.size < self._segment_bytes
                 and time.monotonic() - current.started < self._segment_age_s
@@ -350,6 +374,7 @@ class WalStream:
                 return current
             if current is not None:
                 self._roll(current)
+                self._current = None
             name = SegmentName(self.incarnation, next(self._seq))
             header = WalHeader(
                 self._table,
@@ -361,7 +386,11 @@ class WalStream:
                 kind=WalKind.STREAM,
             )
             path = join(self.directory, name.name)
-            self._current = _Segment.create(self._fileio, path, header, self._committer)
+            try:
+                self._current = _Segment.create(self._fileio, path, header, self._committer)
+            except OSError as e:  # a full disk, say: the next write tries again
+                raise WalWriteFailedError(f"{path}: cannot start a WAL segment of table {self._table!r} "
+                                          f"({e}); nothing was written") from e
             assert isinstance(self._current, _Segment)
             self._current.fenced = self.fenced
             self._segments.append(self._current)

@@ -303,6 +303,11 @@ class WalWriter:
     def sealed(self) -> bool:
         return self._closed == "sealed"
 
+    @property
+    def failure(self) -> BaseException | None:
+        """What failed the writer (it takes no more appends), or None."""
+        return self._failure
+
     def stats(self) -> CommitStats:
         """This file's share of its committer's counters."""
         return CommitStats(self._appends, self._syncs, self._bytes)

@@ -25,17 +25,18 @@ class InProcessCluster:
     servers: dict[str, TableServer] = field(default_factory=dict)
     generations: dict[str, int] = field(default_factory=dict)
     clock: Callable[[], float] = time.time  # the master's (heartbeats, timeouts)
+    wal: str | None = None  # the table servers' WAL root (default: under ``root``)
 
     def __post_init__(self) -> None:
         self.master = self._new_master()
 
     def _new_master(self) -> Master:
         return Master(self.root, connect=lambda server_id, _location: self.servers[server_id],
-                      services=self.services, catalog=self.catalog, clock=self.clock)
+                      services=self.services, catalog=self.catalog, clock=self.clock, wal_root=self.wal_root)
 
     @property
     def wal_root(self) -> str:
-        return join(self.root, "_memtier", "wal")
+        return self.wal or join(self.root, "_memtier", "wal")
 
     def location(self, server_id: str) -> str:
         return f"inprocess://{server_id}/{self.generations.get(server_id, 0)}"
