@@ -22,6 +22,7 @@ from memtier.errors import (
     CommitFailedError,
     CommitStateUnknownError,
     InvalidArgumentError,
+    NotFoundError,
 )
 from memtier.hudi.commit import CommitMetadata, WriteStat
 from memtier.hudi.filegroup import (
@@ -31,9 +32,10 @@ from memtier.hudi.filegroup import (
     plan_file_group_write,
     write_file_group,
 )
-from memtier.hudi.filenames import BaseFile, bucket_or_none, classify
+from memtier.hudi.filenames import BaseFile, LogFile, bucket_or_none, classify
 from memtier.hudi.fsview import FileSystemView, list_data_files
 from memtier.hudi.logfilters import delete_log_filters, write_log_filters
+from memtier.hudi.logformat import iter_blocks
 from memtier.hudi.routing import route
 from memtier.hudi.schema import check_ordering_not_null, conform
 from memtier.hudi.tablemeta import TableMeta
@@ -218,7 +220,7 @@ def _files_of(meta: TableMeta, target: Instant) -> dict[str, list[str]]:
         if content.strip():
             for partition, stats in CommitMetadata.from_json(content).partition_to_write_stats.items():
                 for stat in stats:
-                    if stat.path:
+                    if stat.path and _written_by(meta, join(meta.base_path, stat.path), target.timestamp):
                         found.setdefault(partition, set()).add(basename(stat.path))
     for info in list_data_files(meta.io, meta.base_path):
         parsed = classify(basename(info.path))
@@ -226,6 +228,22 @@ def _files_of(meta: TableMeta, target: Instant) -> dict[str, list[str]]:
             partition = relpath(meta.base_path, parent(info.path))
             found.setdefault(partition, set()).add(parsed.name)
     return {p: sorted(names) for p, names in found.items()}
+
+
+def _written_by(meta: TableMeta, path: str, instant: str) -> bool:
+    """Whether the file an inflight plan names at ``path`` is that instant's to delete: a
+    base file carries its instant in its name, but a log file is named by its slice and a
+    version, and another writer may have created that name first (files are created
+    exclusively: a table server taken for dead and the one that took over its buckets can
+    plan the same next version), so a log file counts only if its first block is of
+    ``instant``. A missing file counts not: there is nothing to delete."""
+    if not isinstance(classify(basename(path)), LogFile):
+        return True
+    try:
+        first = next(iter_blocks(meta.io.read_bytes(path), path), None)
+    except NotFoundError:
+        return False
+    return first is None or first.instant_time in (None, instant)
 
 
 def rollback_instant(meta: TableMeta, target: Instant, timeline: Timeline) -> str:

@@ -612,14 +612,17 @@ class Master:
                     rollback_instant(meta, pending, timeline)
 
     def commit_inflight(
-        self, table: str, instant: str, planned: bytes = b"", file_groups: Sequence[FileGroupRef] = ()
+        self, table: str, instant: str, planned: bytes = b"", file_groups: Sequence[FileGroupRef] = (),
+        *, life: str | None = None,
     ) -> None:
         """Move a begun instant to inflight; ``planned`` names every file it will write
-        (what a rollback deletes), ``file_groups`` adds to those it touches."""
+        (what a rollback deletes), ``file_groups`` adds to those it touches. Refused
+        (:class:`FencedError`) once a table server's ``life`` lost its buckets."""
         meta = self._meta(table)
         with self._table_lock(table):
             commits = self._commits(table)
             action = commits.pending(instant)
+            self._check_life(commits.owner(instant), life, f"{action} {instant} of {table}")
             commits.touch(instant, _refs(file_groups))
             TimelineWriter(meta.io, meta.base_path).inflight(Instant(instant, action, State.REQUESTED), planned)
 

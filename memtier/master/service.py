@@ -62,7 +62,7 @@ class MasterService(ActionService):
                 life=r.get("life"),
             )},
             "commit_inflight": lambda r: no_result(m.commit_inflight(
-                r["table"], r["instant"], r["planned"], r["file_groups"]
+                r["table"], r["instant"], r["planned"], r["file_groups"], life=r.get("life"),
             )),
             "complete_commit": lambda r: no_result(m.complete_commit(
                 r["table"], r["instant"], r["content"], file_groups=r["file_groups"],
@@ -167,9 +167,9 @@ class MasterProxy(Proxy):
                           file_groups=[list(g) for g in file_groups], plan=plan, life=life)["instant"]
 
     def commit_inflight(self, table: str, instant: str, planned: bytes = b"",
-                        file_groups: Sequence[FileGroupRef] = ()) -> None:
+                        file_groups: Sequence[FileGroupRef] = (), *, life: str | None = None) -> None:
         self._call("commit_inflight", table=table, instant=instant, planned=planned,
-                   file_groups=[list(g) for g in file_groups])
+                   file_groups=[list(g) for g in file_groups], life=life)
 
     def complete_commit(self, table: str, instant: str, content: bytes, *,
                         file_groups: Sequence[FileGroupRef] = (), check_conflicts: bool = False,

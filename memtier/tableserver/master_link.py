@@ -66,7 +66,7 @@ class MasterLink(Protocol):
         ...
 
     def commit_inflight(self, table: str, instant: str, planned: bytes = b"",
-                        file_groups: Sequence[tuple[str, str]] = ()) -> None:
+                        file_groups: Sequence[tuple[str, str]] = (), *, life: str | None = None) -> None:
         """Mark the instant inflight; ``planned`` is the commit metadata naming its files."""
         ...
 

@@ -876,7 +876,7 @@ class TableServer:
                                             life=t.stream.life)
 
         def planned(plan: Planned) -> None:
-            self._master.commit_inflight(t.name, instant, plan.metadata)
+            self._master.commit_inflight(t.name, instant, plan.metadata, life=t.stream.life)
 
         try:
             plan, stats = self.flusher.run(t.meta, instant, [g for g, _ in work], [r for _, r in work], planned)
@@ -884,11 +884,11 @@ class TableServer:
             with t.publish:  # no read sees the instant's rows both in its files and in blocks
                 self._master.complete_flush(t.name, instant, stats, flushed, life=t.stream.life)
                 published(instant)
-        except FencedError:  # the master rolled it back: this life lost its buckets
-            log.warning("flush %s of %s refused: %s lost its buckets", instant, t.name, self.server_id)
-            raise
-        except BaseException:
-            log.exception("flush %s of %s failed; rolling it back", instant, t.name)
+        except BaseException as e:
+            if isinstance(e, FencedError):  # this life lost its buckets: nothing to debug
+                log.warning("flush %s of %s refused (%s); rolling it back", instant, t.name, e)
+            else:
+                log.exception("flush %s of %s failed; rolling it back", instant, t.name)
             try:
                 self._master.abort_commit(t.name, instant)
             except Exception:  # the master rolls pending flushes back on its own restart
