@@ -46,6 +46,7 @@ class _Pending:
     owner: str
     began_after: int  # the completion sequence number when it began
     file_groups: set[FileGroupRef] = field(default_factory=set)
+    life: str | None = None  # the life of the table server that began it, if one did
 
 
 @dataclass(frozen=True)
@@ -67,9 +68,11 @@ class CommitLog:
         self._completed: list[_Completed] = []
         self._forgotten_upto = 0  # completions up to this sequence are no longer listed
 
-    def begin(self, instant: str, action: str, owner: str, file_groups: Iterable[FileGroupRef] = ()) -> None:
-        """Record a new pending instant (its requested file is on the timeline)."""
-        self._pending[instant] = _Pending(action, owner, self._sequence, set(file_groups))
+    def begin(self, instant: str, action: str, owner: str, file_groups: Iterable[FileGroupRef] = (),
+              life: str | None = None) -> None:
+        """Record a new pending instant (its requested file is on the timeline), begun by
+        ``owner`` (living ``life``, for a table server)."""
+        self._pending[instant] = _Pending(action, owner, self._sequence, set(file_groups), life)
 
     def pending(self, instant: str) -> str:
         """The action of a pending instant; :class:`CommitFailedError` when it is not
@@ -82,11 +85,6 @@ class CommitLog:
                 "or was begun before the master restarted); begin a new one"
             )
         return found.action
-
-    def owner(self, instant: str) -> str:
-        """Who began a pending instant."""
-        self.pending(instant)
-        return self._pending[instant].owner
 
     def touch(self, instant: str, file_groups: Iterable[FileGroupRef]) -> None:
         """Add file groups a pending instant will write (known once it is planned)."""
@@ -122,6 +120,10 @@ class CommitLog:
     def pending_file_groups(self) -> set[FileGroupRef]:
         """File groups some pending instant touches (or will)."""
         return {g for pending in self._pending.values() for g in pending.file_groups}
+
+    def begun_by(self, life: str) -> list[str]:
+        """Pending instants a table server's ``life`` began."""
+        return [instant for instant, pending in self._pending.items() if pending.life == life]
 
     def pending_instants(self) -> dict[str, str]:
         """Pending instants and their actions."""

@@ -464,11 +464,17 @@ class Master:
         """Fence ``life`` of table server ``server_id`` in the WAL streams of ``tables``
         (:mod:`memtier.wal.fence`): from now on it acknowledges no write and commits no
         flush, and recovery reads of its segments only what it could have acknowledged.
-        Recorded first, so its first heartbeat tells it to reset."""
+        Recorded first, so its first heartbeat tells it to reset. Its flushes still
+        pending are rolled back (they could never complete, and would keep the table
+        services off their file groups)."""
         with self._lock:
             self._save(self._state.with_fenced(life))
         for table in tables:
             fence(self._wal_io, stream_directory(self._wal_root, table), life, server=server_id, by=by)
+            with self._table_lock(table):
+                for instant in self._commits(table).begun_by(life):
+                    log.warning("rolling back %s of %s: %s (life %s) was fenced", instant, table, server_id, life)
+                    self._rollback_locked(table, self._meta(table), instant)
 
     # == transactions ====================================================================
     def begin_txn(self, table: str, writer: str, batch: str) -> dict[str, Any]:
@@ -545,9 +551,9 @@ class Master:
         as it knows them yet. A table server's flush names its ``life``: refused
         (:class:`FencedError`) once that life lost its buckets."""
         meta = self._meta(table)
-        self._check_life(owner, life, f"{action} of {table}")
+        self._check_life(life, f"{action} of {table} by {owner}")
         with self._table_lock(table):
-            instant = self._request_locked(table, meta, action, owner, _refs(file_groups), plan)
+            instant = self._request_locked(table, meta, action, owner, _refs(file_groups), plan, life)
         log.debug("%s %s of %s by %s requested", action, instant, table, owner)
         return instant
 
@@ -569,14 +575,15 @@ class Master:
         return instant, file_groups
 
     def _request_locked(
-        self, table: str, meta: TableMeta, action: str, owner: str, refs: list[FileGroupRef], plan: bytes
+        self, table: str, meta: TableMeta, action: str, owner: str, refs: list[FileGroupRef], plan: bytes,
+        life: str | None = None,
     ) -> str:
         timeline_last = meta.timeline().last_timestamp() or ""
         instant = new_instant_time(max(timeline_last, self._last_instant.get(table, "")) or None,
                                    lambda: _utc(self._clock()))
         TimelineWriter(meta.io, meta.base_path).request(instant, action, plan)
         self._last_instant[table] = instant
-        self._commits(table).begin(instant, action, owner, refs)
+        self._commits(table).begin(instant, action, owner, refs, life)
         return instant
 
     def adopt_pending(self, table: str, instant: str, action: str, owner: str,
@@ -620,9 +627,9 @@ class Master:
         (:class:`FencedError`) once a table server's ``life`` lost its buckets."""
         meta = self._meta(table)
         with self._table_lock(table):
+            self._check_life(life, f"making {instant} of {table} inflight")
             commits = self._commits(table)
             action = commits.pending(instant)
-            self._check_life(commits.owner(instant), life, f"{action} {instant} of {table}")
             commits.touch(instant, _refs(file_groups))
             TimelineWriter(meta.io, meta.base_path).inflight(Instant(instant, action, State.REQUESTED), planned)
 
@@ -646,13 +653,13 @@ class Master:
         meta = self._meta(table)
         refs = _refs(file_groups)
         with self._table_lock(table):
-            commits = self._commits(table)
-            action = commits.pending(instant)
             try:
-                self._check_life(commits.owner(instant), life, f"{action} {instant} of {table}")
+                self._check_life(life, f"completing {instant} of {table}")
             except FencedError:
                 self._rollback_locked(table, meta, instant)
                 raise
+            commits = self._commits(table)
+            action = commits.pending(instant)
             if check_conflicts:
                 only = None if check_conflicts is True else list(check_conflicts)
                 found = commits.conflicts(instant, refs, only)
@@ -673,18 +680,17 @@ class Master:
         if done.action in COMMIT_ACTIONS:
             self.catalog.committed(table, meta, content)
 
-    def _check_life(self, server_id: str, life: str | None, what: str) -> None:
+    def _check_life(self, life: str | None, what: str) -> None:
         """Refuse ``what`` of a table server's ``life`` (None: not a table server's) once
         that life lost its buckets: taken for dead, or replaced by a newer life."""
         if life is None:
             return
         with self._lock:
-            server = self._servers.get(server_id)
-            if server is not None and server.life == life:
+            if any(server.life == life for server in self._servers.values()):
                 return
         raise FencedError(
-            f"{what} refused: table server {server_id} (life {life}) lost its buckets to another "
-            "(it was taken for dead); it commits nothing more for them"
+            f"{what} refused: table server life {life} lost its buckets to another (its server "
+            "was taken for dead); it commits nothing more for them"
         )
 
     def abort_commit(self, table: str, instant: str) -> None:

@@ -142,6 +142,7 @@ def test_a_flush_held_before_its_commit_is_refused_once_its_server_lost_its_buck
     thread, outcome = in_thread(lambda: zombie.flush("t", seal=True))
     assert held.reached.wait(30)
     take_for_dead(cluster, clock, "ts-0")
+    assert not list(cluster.master.meta("t").timeline().pending(None)), "the fenced flush is rolled back at once"
     held.release.set()
     thread.join(60)
     assert len(outcome) == 1 and isinstance(outcome[0], FencedError), outcome
