@@ -11,8 +11,9 @@ Each arming fires once.
 
 from __future__ import annotations
 
-import os
+import logging
 import signal
+import threading
 from collections.abc import Callable
 
 from memtier.errors import InvalidArgumentError
@@ -38,12 +39,17 @@ BEFORE_ACK = "write.before-ack"
 BEFORE_FLUSH_COMMIT = "flush.before-commit"
 POINTS = (BEFORE_APPEND, BEFORE_SYNC, BEFORE_ACK, BEFORE_FLUSH_COMMIT)
 
+log = logging.getLogger(__name__)
+
 _armed: dict[str, Callable[[], None]] = {}
 
 
 def stop_process() -> None:
-    """Stop this process (SIGSTOP) until someone continues it (SIGCONT)."""
-    os.kill(os.getpid(), signal.SIGSTOP)
+    """Stop this process (SIGSTOP) until someone continues it (SIGCONT), here: the signal is
+    sent to this thread, which takes it at once and stops the others with it (sent to the
+    process, another thread may be picked to take it, and this one runs on meanwhile:
+    seen letting a flush commit before the process stopped)."""
+    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
 
 
 def arm(point: str, action: Callable[[], None] | str) -> None:
@@ -62,4 +68,5 @@ def hit(point: str) -> None:
     if _armed:
         action = _armed.pop(point, None)
         if action is not None:
+            log.warning("failpoint %s fires in thread %s", point, threading.current_thread().name)
             action()
