@@ -346,12 +346,12 @@ class Master:
                   bucket_memory: Mapping[tuple[str, int], int] | None = None, *,
                   life: str) -> dict[str, Any]:
         """A table server's life reports; unless it is the registered one the answer says
-        to register again (``fenced``: after a reset, as that life lost its buckets)."""
+        to register again (``fenced``: after a reset, as that life lost its buckets; a
+        life another replaced was fenced then)."""
         with self._lock:
             server = self._servers.get(server_id)
             if server is None or server.life != life:
-                known = self._state.lives.get(server_id)
-                return {"registered": False, "fenced": life in self._state.fenced or known not in (None, life)}
+                return {"registered": False, "fenced": life in self._state.fenced}
             server.last_heartbeat = self._clock()
             server.status = dict(status)
             if bucket_memory is not None:
