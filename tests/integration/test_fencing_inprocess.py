@@ -202,3 +202,14 @@ def test_a_write_held_while_its_bucket_is_moved_away_lands_on_the_new_owner(
     model.acknowledged(late)
     assert cluster.servers["ts-1"].owned("t") == {3}
     check_everywhere(cluster, model)
+
+
+def test_only_a_fenced_life_is_told_to_reset(cluster: InProcessCluster, clock: ManualClock) -> None:
+    """A life taken for dead hears it at its next heartbeat; a life not registered yet (a
+    restart, or the one after a reset) is told to register, not to reset again."""
+    old = cluster.servers["ts-0"].life
+    take_for_dead(cluster, clock, "ts-0")
+    assert cluster.master.heartbeat("ts-0", {}, life=old) == {"registered": False, "fenced": True}
+    assert cluster.master.heartbeat("ts-0", {}, life="0123456789abcdef") == {"registered": False, "fenced": False}
+    with pytest.raises(FencedError, match="was fenced"):
+        cluster.master.register_server("ts-0", "inprocess://ts-0/x", 1 << 20, life=old)
