@@ -8,6 +8,7 @@ both offer, so the same client code runs in tests and against a cluster.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import itertools
@@ -322,13 +323,24 @@ class Client:
         rows a server already holds are dropped rather than applied twice; pass
         ``sequence`` (a previous write's ``WriteResult.sequence``, from the same thread:
         each thread writes as its own producer) to retry a write whose acknowledgement
-        was lost.
+        was lost, or number every write yourself (increasing). A write without one takes
+        the number after the highest the thread used, given or not, so the two kinds mix
+        without one being taken for a retry of another. A write that fails raises a
+        :class:`~memtier.errors.MemtierError` whose ``sequence`` is the number it used:
+        pass it to retry that write (its rows land once, whatever part of it was held).
         """
-        table = to_table(data)
-        started = time.perf_counter()
         producer = self._producer()
-        producer_id = producer.id  # the sends run on other threads: pass plain values
-        seq = next(producer.sequence) if sequence is None else sequence
+        seq = producer.number(sequence)
+        try:
+            return self._write(name, to_table(data), txn_id, producer.id, seq)
+        except MemtierError as e:
+            e.sequence = seq  # type: ignore[attr-defined]
+            raise
+
+    def _write(self, name: str, table: pa.Table, txn_id: int, producer_id: bytes, seq: int) -> WriteResult:
+        """Send ``table`` (split by table server) as write ``seq`` of ``producer_id``, each
+        piece again on a moved bucket or a lost server, for a while."""
+        started = time.perf_counter()
         acks: list[WriteAck] = []
         pending = table
         deadline = time.monotonic() + RETRY_SECONDS
@@ -391,15 +403,14 @@ class Client:
         table = table.drop_columns([DELETE_FLAG]) if DELETE_FLAG in table.column_names else table
         return self.write(name, table.append_column(DELETE_FLAG, flags), txn_id=txn_id, sequence=sequence)
 
-    def _producer(self) -> Any:
+    def _producer(self) -> _Producer:
         """This thread's producer: its own id and sequence, so the servers see each
         producer's writes in order (a retry is dropped by "at or below the highest
         sequence seen"; two threads sharing one sequence would race past each other)."""
-        producer = self._producers
-        if not hasattr(producer, "id"):
-            producer.id = uuid.uuid4().bytes
-            producer.sequence = itertools.count(1)
-        return producer
+        local = self._producers
+        if not hasattr(local, "producer"):
+            local.producer = _Producer(uuid.uuid4().bytes)
+        return local.producer
 
     @staticmethod
     def _attempt(send: Callable[[Any], WriteAck], item: Any) -> WriteAck | Exception:
@@ -830,6 +841,41 @@ def _entries_by_file_group(
     return entries
 
 
+class _Producer:
+    """One thread's producer id and the sequence numbers it wrote with (not thread-safe:
+    one per thread)."""
+
+    #: How many of its latest numbers a producer remembers, to tell a retry from a mistake.
+    REMEMBERED = 4096
+
+    def __init__(self, producer_id: bytes) -> None:
+        self.id = producer_id
+        self.last = 0  # the highest number written with
+        self._used: collections.deque[int] = collections.deque(maxlen=self.REMEMBERED)
+        self._known: set[int] = set()
+
+    def number(self, given: int | None) -> int:
+        """The sequence number of a write: ``given`` (a retry of a write made with it, or
+        the caller's own numbering, which must increase), else the next after the highest
+        written with. A given number at or below that which it never wrote with would be
+        taken for a retry and dropped: refused."""
+        if given is None:
+            given = self.last + 1
+        elif given <= self.last and given not in self._known and len(self._used) < self.REMEMBERED:
+            raise InvalidArgumentError(
+                f"sequence {given} is not above {self.last}, the highest this thread wrote with, and is no "
+                "write's it made: it would be taken for a retry and its rows dropped (number writes in "
+                "increasing order, or pass a WriteResult.sequence to retry that write)"
+            )
+        if given not in self._known:
+            if len(self._used) == self._used.maxlen:
+                self._known.discard(self._used[0])
+            self._used.append(given)
+            self._known.add(given)
+        self.last = max(self.last, given)
+        return given
+
+
 class Transaction:
     """Writes that become visible to committed readers together, at commit."""
 
@@ -840,16 +886,17 @@ class Transaction:
         self.txn_id: int = begun["txn_id"]
         self.state: str = begun["state"]
 
-    def write(self, data: Any) -> WriteResult:
+    def write(self, data: Any, *, sequence: int | None = None) -> WriteResult:
+        """Write in this transaction (``sequence``: see :meth:`Client.write`)."""
         if self.state != "open":
             raise TransactionError(f"transaction {self.txn_id} is {self.state}; it takes no more writes")
-        return self.client.write(self.table, data, txn_id=self.txn_id)
+        return self.client.write(self.table, data, txn_id=self.txn_id, sequence=sequence)
 
-    def delete(self, keys: Any) -> WriteResult:
+    def delete(self, keys: Any, *, sequence: int | None = None) -> WriteResult:
         """Delete keys in this transaction (see :meth:`Client.delete`)."""
         if self.state != "open":
             raise TransactionError(f"transaction {self.txn_id} is {self.state}; it takes no more writes")
-        return self.client.delete(self.table, keys, txn_id=self.txn_id)
+        return self.client.delete(self.table, keys, txn_id=self.txn_id, sequence=sequence)
 
     def commit(self) -> None:
         if self.state == "aborted":

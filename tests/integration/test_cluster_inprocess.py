@@ -19,7 +19,7 @@ import memtier.tableserver.block as block_module
 import memtier.tableserver.server as tableserver_module
 from memtier.client import Client, Transaction
 from memtier.config import TableServerConfig, WalConfig
-from memtier.errors import TransactionError, UnknownColumnError
+from memtier.errors import InvalidArgumentError, TransactionError, UnknownColumnError
 from memtier.hudi import HudiTable
 from memtier.hudi.routing import file_group_order
 from memtier.io import open_fileio
@@ -228,6 +228,23 @@ def test_a_duplicate_write_is_dropped_and_reported(cluster: InProcessCluster, cl
     assert held(cluster).num_rows == data.num_rows  # stored once, not merged away
     assert rows(client.read("t"), COLUMNS) == expected(data)
     assert client.write("t", data).rows == data.num_rows  # a new sequence is a new write
+
+
+def test_writes_numbered_by_the_caller_and_writes_not_numbered_mix(cluster: InProcessCluster, client: Client) -> None:
+    """A write without a sequence number comes after the highest one the thread gave: it
+    is not taken for a retry of a write the caller numbered (found by the chaos soak: a
+    transaction's writes after numbered ones were all dropped as duplicates)."""
+    create(client)
+    numbered = client.write("t", batch(range(10)), sequence=100)
+    assert numbered.sequence == 100 and numbered.rows == 10
+    plain = client.write("t", batch(range(10, 30)))
+    assert plain.sequence == 101 and (plain.rows, plain.duplicate_rows) == (20, 0)
+    assert client.read("t").num_rows == 30
+    again = client.write("t", batch(range(10)), sequence=100)  # a retry: a number it wrote with
+    assert (again.rows, again.duplicate_rows) == (0, 10)
+    with pytest.raises(InvalidArgumentError, match=r"sequence 50 is not above 101.*taken for a retry"):
+        client.write("t", batch(range(30, 40)), sequence=50)  # never used, yet below: it would vanish
+    assert client.read("t").num_rows == 30
 
 
 def test_concurrent_writes_of_one_client_are_all_kept(cluster: InProcessCluster) -> None:

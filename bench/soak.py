@@ -1,0 +1,621 @@
+"""Chaos soak: a mixed workload on a live cluster while a fault strikes every few seconds,
+then a checker that verifies every acknowledged write.
+
+    .venv/bin/python -m bench.soak [--seconds 1200] [--fault-every 6] [--seed 1]
+        [--kinds kill-ts,kill-master,...] [--dir DIR] [--rate 20]
+
+The cluster: ``start_local`` with two table servers, a heartbeat timeout of 2 s, and its
+WAL on a small tmpfs of its own (mounted here when run as root; without it the disk-full
+fault is left out). The workload, on its own threads:
+
+* two upsert writers, each on its own keys of a keyed table partitioned by city (8
+  buckets): upserts of random keys at increasing ordering values, every fifth write a
+  delete of some of its keys, every seventh a transaction (retried with the same batch id
+  until its outcome is known);
+* one writer of an append-only table (each row once);
+* a reader looking up keys right after their writer's acknowledgement (an acknowledged
+  version must never read older) and reading the whole table now and then, latest and
+  committed;
+* the table-service pool compacting and cleaning by policy, and a clustering asked for now
+  and then.
+
+Every write is retried with its producer sequence number until acknowledged, as an
+at-least-once writer does, so the checker can be exact: at the end memtier (latest and
+committed), and hudi-rs once the table services settle, must read every acknowledged row
+once with its latest value, every acknowledged delete holding, nothing more.
+
+Faults, one at a time, every ``--fault-every`` seconds, each kind once before any repeats:
+``kill-ts`` / ``kill-master`` / ``kill-flush-worker`` / ``kill-pool`` (SIGKILL; Ray starts
+the actor again), ``pause-ts`` (SIGSTOP a table server past the heartbeat timeout, then
+SIGCONT: it must neither acknowledge nor flush for the buckets it lost), ``pause-ts-short``
+(under the timeout: nothing may move), ``pause-master`` (past the timeout: no server may
+be taken for dead), ``disk-full`` (the WAL's file system filled for a few seconds, then
+freed: writes resume by themselves).
+
+Reported: faults by kind with the time from each to the first acknowledged write that
+began after it (p50/p99); rows acknowledged, verified, lost, duplicated; stale reads; the
+fraction of seconds in which some write was acknowledged. Writes bench/results/soak.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from bench.common import print_table
+from bench.common import report as write_report
+from memtier.errors import CommitFailedError, MemtierError
+
+MASTER = "memtier-master"
+TIMEOUT_S = 2.0
+KINDS = ("kill-ts", "kill-master", "kill-flush-worker", "kill-pool", "pause-ts", "pause-ts-short",
+         "pause-master", "disk-full")
+WAL_DISK = 32 << 20
+KEYED = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("city", pa.string()), ("v", pa.string())])
+EVENTS = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
+CITIES = ("amsterdam", "berlin", "lisbon", "oslo")
+KEYS_PER_WRITER = 5_000
+ROWS = 200  # rows a write
+
+
+def city(key: int) -> str:
+    """A key's partition: fixed per key (a key lives in one partition)."""
+    return CITIES[key % len(CITIES)]
+
+
+# == what was acknowledged ===================================================================
+
+
+@dataclass
+class Ledger:
+    """Every acknowledged write, as the checker expects to read it back; thread-safe."""
+
+    keyed: dict[int, tuple[int, str, str] | None] = field(default_factory=dict)  # None: deleted
+    events: Counter[tuple[int, int, str]] = field(default_factory=Counter)
+    acks: list[tuple[float, float]] = field(default_factory=list)  # (began, acknowledged)
+    failures: Counter[str] = field(default_factory=Counter)  # attempts refused, by error
+    #: Each key's acknowledged writes: (what, ordering value, began, acknowledged), for the report
+    history: dict[int, list[tuple[str, int, float, float]]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def upserted(self, rows: pa.Table, what: str, began: float) -> None:
+        now = time.monotonic()
+        with self.lock:
+            for key, ts, where, value in zip(*(rows.column(c).to_pylist() for c in KEYED.names), strict=True):
+                self.keyed[key] = (ts, where, value)
+                self.history.setdefault(key, []).append((what, ts, began, now))
+
+    def deleted(self, keys: list[int], ts: int, began: float) -> None:
+        now = time.monotonic()
+        with self.lock:
+            for key in keys:
+                self.keyed[key] = None
+                self.history.setdefault(key, []).append(("delete", ts, began, now))
+
+    def appended(self, rows: pa.Table) -> None:
+        with self.lock:
+            self.events.update(zip(*(rows.column(c).to_pylist() for c in EVENTS.names), strict=True))
+
+    def acked(self, began: float) -> None:
+        with self.lock:
+            self.acks.append((began, time.monotonic()))
+
+    def failed(self, error: Exception) -> None:
+        with self.lock:
+            self.failures[type(error).__name__] += 1
+
+    def expected_keyed(self) -> Counter[tuple[int, int, str, str]]:
+        with self.lock:
+            return Counter((k, *v) for k, v in self.keyed.items() if v is not None)
+
+
+def until_acknowledged(ledger: Ledger, stop: threading.Event, write: Callable[[int | None], Any]) -> bool:
+    """``write(sequence)``, again with the sequence number the failed attempt used (the
+    error carries it), until it is acknowledged; False if the soak ended first."""
+    began = time.monotonic()
+    delay = 0.05
+    sequence = None
+    for attempt in itertools.count():
+        try:
+            result = write(sequence)
+        except MemtierError as e:
+            sequence = getattr(e, "sequence", sequence)
+            ledger.failed(e)
+            if stop.is_set() and time.monotonic() - began > 180:
+                return False
+            time.sleep(delay)
+            delay = min(2 * delay, 1.0)
+            continue
+        if attempt == 0 and getattr(result, "duplicate_rows", 0):
+            ledger.failed(MemtierError("a first attempt was taken for a retry (rows dropped)"))
+        ledger.acked(began)
+        return True
+    raise AssertionError("unreachable")
+
+
+# == the workload ============================================================================
+
+
+class Workload:
+    """The writers and the reader, on their threads until :meth:`stop`."""
+
+    def __init__(self, connect: Callable[[], Any], ledger: Ledger, rate: float, seed: int) -> None:
+        self._connect = connect
+        self.ledger = ledger
+        self._interval = 1.0 / rate
+        self._seed = seed
+        self._stop = threading.Event()
+        self._recent: list[tuple[int, int]] = []  # (key, ts) just acknowledged, for the reader
+        self.stale_reads: list[str] = []
+        self.reads = Counter[str]()
+        self._threads = [
+            threading.Thread(target=self._upserts, args=(w,), name=f"soak-writer-{w}", daemon=True) for w in (0, 1)
+        ] + [
+            threading.Thread(target=self._events, name="soak-events", daemon=True),
+            threading.Thread(target=self._reader, name="soak-reader", daemon=True),
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(300)
+        assert not any(t.is_alive() for t in self._threads), "a workload thread hangs"
+
+    def _pace(self, started: float, count: int) -> None:
+        delay = started + count * self._interval - time.monotonic()
+        if delay > 0:
+            self._stop.wait(delay)
+
+    def _upserts(self, writer: int) -> None:
+        client = self._connect()
+        rng = random.Random(self._seed * 10 + writer)
+        ts, started = 0, time.monotonic()
+        keys = range(writer, 2 * KEYS_PER_WRITER, 2)  # this writer's keys only: one order per key
+        while not self._stop.is_set():
+            ts += 1
+            ids = sorted(rng.sample(keys, ROWS))
+            if ts % 5 == 0:
+                gone = ids[: ROWS // 10]
+                keys_of = {"id": gone, "city": [city(k) for k in gone]}
+                began = time.monotonic()
+                if until_acknowledged(self.ledger, self._stop,
+                                      lambda seq, keys_of=keys_of: client.delete("keyed", keys_of, sequence=seq)):
+                    self.ledger.deleted(gone, ts, began)
+            else:
+                rows = pa.table({"id": ids, "ts": [ts] * ROWS, "city": [city(k) for k in ids],
+                                 "v": [f"w{writer}-{ts}-{k}" for k in ids]}, schema=KEYED)
+                began = time.monotonic()
+                if ts % 7 == 0:
+                    done = self._transaction(client, rows, f"w{writer}-{ts}")
+                else:
+                    done = until_acknowledged(self.ledger, self._stop,
+                                              lambda seq, rows=rows: client.write("keyed", rows, sequence=seq))
+                if done:
+                    self.ledger.upserted(rows, "transaction" if ts % 7 == 0 else "upsert", began)
+                    with self.ledger.lock:
+                        self._recent.append((ids[0], ts))
+            self._pace(started, ts)
+
+    def _transaction(self, client: Any, rows: pa.Table, batch: str) -> bool:
+        """One transaction, retried under its batch id until it is known committed (under
+        a new one, its rows written anew, if it was aborted: an aborted batch never
+        commits); its write is retried with the number it was made with."""
+        tries = itertools.count()
+        name = f"{batch}-{next(tries)}"
+        written: int | None = None  # the sequence number of the write the transaction holds
+
+        def attempt(_: int | None) -> None:
+            nonlocal name, written
+            with client.transaction("keyed", batch_id=name) as tx:
+                if tx.state == "aborted":
+                    name, written = f"{batch}-{next(tries)}", None
+                    raise MemtierError(f"transaction {tx.txn_id} was aborted: again as {name}")
+                if tx.state == "open":
+                    try:
+                        written = tx.write(rows, sequence=written).sequence
+                    except MemtierError as e:
+                        written = getattr(e, "sequence", written)
+                        raise
+            if tx.state != "committed":
+                raise MemtierError(f"transaction {tx.txn_id} is {tx.state}")
+
+        return until_acknowledged(self.ledger, self._stop, attempt)
+
+    def _events(self) -> None:
+        client = self._connect()
+        n, started = 0, time.monotonic()
+        while not self._stop.is_set():
+            n += 1
+            rows = pa.table({"id": range(n * ROWS, (n + 1) * ROWS), "ts": [n] * ROWS,
+                             "v": [f"e{n}"] * ROWS}, schema=EVENTS)
+            if until_acknowledged(self.ledger, self._stop,
+                                  lambda seq, rows=rows: client.write("events", rows, sequence=seq)):
+                self.ledger.appended(rows)
+            self._pace(started, n)
+
+    def _reader(self) -> None:
+        client = self._connect()
+        n = 0
+        while not self._stop.wait(0.05):
+            n += 1
+            with self.ledger.lock:
+                recent, self._recent = self._recent[-5:], []
+            try:
+                for key, ts in recent:
+                    found = client.lookup("keyed", [key], columns=["ts"])["ts"].to_pylist()
+                    self.reads["lookup"] += 1
+                    with self.ledger.lock:
+                        now = self.ledger.keyed.get(key)
+                    if (not found and now is not None) or (found and found[0] < ts):
+                        self.stale_reads.append(f"key {key}: acknowledged ts {ts}, read {found}")
+                if n % 40 == 0:
+                    client.read("keyed", mode="committed" if n % 80 == 0 else "latest", columns=["id"])
+                    self.reads["scan"] += 1
+            except MemtierError as e:
+                self.reads[f"failed: {type(e).__name__}"] += 1
+
+
+# == the faults ==============================================================================
+
+
+@dataclass
+class Fault:
+    kind: str
+    target: str
+    at: float  # monotonic
+    held_s: float = 0.0
+
+
+class Injector:
+    """Strikes one fault every ``every`` seconds (each kind once before any repeats)."""
+
+    def __init__(self, cluster: Any, kinds: list[str], every: float, seed: int, wal_disk: Path | None) -> None:
+        self.cluster = cluster
+        self.kinds = kinds
+        self.every = every
+        self.rng = random.Random(seed)
+        self.wal_disk = wal_disk
+        self.faults: list[Fault] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="soak-faults", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(120)
+
+    def _run(self) -> None:
+        order: list[str] = []
+        while not self._stop.wait(self.every * self.rng.uniform(0.7, 1.3)):
+            if not order:
+                order = self.rng.sample(self.kinds, len(self.kinds))
+            kind = order.pop(0)
+            try:
+                self.faults.append(self.strike(kind))
+            except Exception as e:  # noqa: BLE001 - a fault that could not be struck is reported
+                print(f"  could not strike {kind}: {e!r}", flush=True)
+
+    def strike(self, kind: str) -> Fault:
+        servers = sorted(self.cluster.table_servers)
+        server = self.rng.choice(servers)
+        at = time.monotonic()
+        if kind == "kill-ts":
+            os.kill(self.cluster.pids()[server], signal.SIGKILL)
+        elif kind == "kill-master":
+            server = MASTER
+            os.kill(self.cluster.pids()[MASTER], signal.SIGKILL)
+        elif kind == "kill-flush-worker":
+            pid = self.cluster.flush_worker_pid(server)
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+        elif kind == "kill-pool":
+            server = "svc-0"
+            os.kill(self.cluster.pids()[server], signal.SIGKILL)
+        elif kind in ("pause-ts", "pause-ts-short", "pause-master"):
+            server = MASTER if kind == "pause-master" else server
+            held = {"pause-ts": TIMEOUT_S + self.rng.uniform(1.0, 3.0),
+                    "pause-ts-short": self.rng.uniform(0.0, 0.4 * TIMEOUT_S),
+                    "pause-master": self.rng.uniform(1.5, 3.0) * TIMEOUT_S}[kind]
+            pid = self.cluster.pids()[server]
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                self._stop.wait(held)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            return Fault(kind, server, at, held)
+        elif kind == "disk-full":
+            assert self.wal_disk is not None
+            server = "wal disk"
+            held = self.rng.uniform(2.0, 4.0)
+            with _filled(self.wal_disk):
+                self._stop.wait(held)
+            return Fault(kind, server, at, held)
+        else:
+            raise ValueError(f"no fault {kind!r}")
+        return Fault(kind, server, at)
+
+
+@contextlib.contextmanager
+def _filled(disk: Path) -> Iterator[None]:
+    """The file system at ``disk`` full while inside (a file takes what is left)."""
+    filler = disk / f"filler-{uuid.uuid4().hex}"
+    try:
+        with open(filler, "wb") as f:
+            chunk = b"\0" * (1 << 20)
+            with contextlib.suppress(OSError):
+                while True:
+                    f.write(chunk)
+                    f.flush()
+        yield
+    finally:
+        filler.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def wal_disk(base: Path) -> Iterator[Path | None]:
+    """A tmpfs of WAL_DISK bytes for the cluster's WAL (None when it cannot be mounted)."""
+    mount = base / "wal-disk"
+    mount.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={WAL_DISK}", "tmpfs", str(mount)],
+                          capture_output=True, text=True) if os.geteuid() == 0 else None
+    if done is None or done.returncode != 0:
+        reason = "not root" if done is None else done.stderr.strip()
+        print(f"  no WAL disk of its own ({reason}): the disk-full fault is left out", flush=True)
+        yield None
+        return
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+# == the check ===============================================================================
+
+
+def check(cluster: Any, ledger: Ledger) -> dict[str, Any]:
+    """Read everything back (memtier latest and committed, then hudi-rs once the table
+    services settled): what is lost, what is doubled, what was never written."""
+    from memtier.hudi.tablemeta import TableMeta
+    from memtier.io import open_fileio
+    from tests.support.hudirs import hudi_rs_read
+
+    client = cluster.client()
+    expected = {"keyed": ledger.expected_keyed(), "events": Counter(ledger.events)}
+    columns = {"keyed": KEYED.names, "events": EVENTS.names}
+    found: dict[str, dict[str, Counter[Any]]] = {}
+
+    def rows(table: pa.Table, name: str) -> Counter[Any]:
+        return Counter(zip(*(table.column(c).to_pylist() for c in columns[name]), strict=True))
+
+    for name in expected:
+        found[f"{name} latest"] = {name: rows(client.read(name), name)}
+        found[f"{name} committed"] = {name: rows(client.read(name, mode="committed"), name)}
+        _flushed(client, name)
+        path = client.describe(name)["path"]
+        deadline = time.monotonic() + 300
+        while TableMeta.load(open_fileio(path), path).timeline().pending(None) and time.monotonic() < deadline:
+            time.sleep(0.5)  # hudi-rs reads file groups of a pending compaction as planned (README)
+        found[f"{name} hudi-rs"] = {name: rows(hudi_rs_read(path), name)}
+    report: dict[str, Any] = {}
+    wrong = {k for by_table in found.values() for got in by_table.get("keyed", Counter()) - expected["keyed"]
+             for k in [got[0]]} | {w[0] for w in expected["keyed"] - next(iter(found.values()))["keyed"]}
+    from memtier.hudi.routing import bucket_ids
+
+    report["wrong_keys"] = {
+        f"{k} (bucket {int(bucket_ids(pa.table({'id': [k]}), ['id'], 8)[0])})": ledger.history.get(k, [])[-6:]
+        for k in sorted(wrong)[:8]
+    }
+    for reader, by_table in found.items():
+        for name, got in by_table.items():
+            want = expected[name]
+            report[reader] = {
+                "expected": sum(want.values()),
+                "lost": sum((want - got).values()),
+                "extra": sum((got - want).values()),
+                "lost_examples": sorted(map(str, want - got))[:5],
+                "extra_examples": sorted(map(str, got - want))[:5],
+            }
+    return report
+
+
+def _flushed(client: Any, name: str) -> None:
+    """Flush the table, once a clustering running into it is done (a flush waits for it)."""
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            client.flush(name)
+            return
+        except CommitFailedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+
+
+def recovery(faults: list[Fault], acks: list[tuple[float, float]]) -> dict[str, list[float]]:
+    """Per fault kind: seconds from each fault to the first acknowledgement of a write that
+    began after it."""
+    by_kind: dict[str, list[float]] = {}
+    for fault in faults:
+        after = [done for began, done in acks if began >= fault.at]
+        if after:
+            by_kind.setdefault(fault.kind, []).append(min(after) - fault.at)
+    return by_kind
+
+
+def availability(acks: list[tuple[float, float]], start: float, end: float) -> float:
+    """The fraction of whole seconds from ``start`` to ``end`` with an acknowledgement."""
+    seconds = max(1, int(end - start))
+    covered = {int(done - start) for _, done in acks if start <= done < end}
+    return len(covered) / seconds
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+# == main ====================================================================================
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import memtier
+
+    base = Path(args.dir or tempfile.mkdtemp(prefix="memtier-soak-"))
+    with wal_disk(base) as disk:
+        kinds = [k for k in args.kinds.split(",") if k != "disk-full" or disk is not None]
+        config = {"cluster.heartbeat-timeout": f"{TIMEOUT_S}s"}
+        if disk is not None:
+            config["cluster.wal-path"] = str(disk / "wal")
+        print(f"[soak] cluster under {base} (WAL: {config.get('cluster.wal-path', 'with the tables')}); "
+              f"faults: {', '.join(kinds)} every ~{args.fault_every:g} s for {args.seconds:g} s", flush=True)
+        cluster = memtier.start_local(str(base / "data"), table_servers=2, config=config)
+        try:
+            client = cluster.client()
+            client.create_table("keyed", KEYED, record_key="id", ordering_field="ts", partition_fields="city",
+                                buckets=8)
+            client.create_table("events", EVENTS, record_key=None, buckets=4)
+            ledger = Ledger()
+            workload = Workload(cluster.client, ledger, args.rate, args.seed)
+            injector = Injector(cluster, kinds, args.fault_every, args.seed, disk)
+            started = time.monotonic()
+            placements = Placements(cluster, started)
+            workload.start()
+            injector.start()
+            services = threading.Thread(target=_ask_for_services, args=(cluster, args.seconds, args.cluster_every),
+                                        daemon=True)
+            services.start()
+            while time.monotonic() - started < args.seconds:
+                time.sleep(min(10.0, args.seconds))
+                print(f"[soak] {time.monotonic() - started:6.0f} s  faults {len(injector.faults)}  "
+                      f"acknowledged writes {len(ledger.acks)}  refused attempts {sum(ledger.failures.values())}",
+                      flush=True)
+            injector.stop()
+            ended = time.monotonic()
+            workload.stop()
+            placements.stop()
+            services.join(60)
+            print("[soak] checking ...", flush=True)
+            verdict = check(cluster, ledger)
+        finally:
+            cluster.shutdown()
+    if args.dir is None:
+        shutil.rmtree(base, ignore_errors=True)
+    times = recovery(injector.faults, ledger.acks)
+    report = {
+        "seconds": args.seconds,
+        "faults": dict(Counter(f.kind for f in injector.faults)),
+        "recovery_s": {k: {"p50": percentile(v, 0.5), "p99": percentile(v, 0.99), "max": max(v)}
+                       for k, v in times.items()},
+        "acknowledged_writes": len(ledger.acks),
+        "acknowledged_rows": {"keyed_keys": len(ledger.keyed), "events": sum(ledger.events.values())},
+        "refused_attempts": dict(ledger.failures),
+        "write_availability": availability(ledger.acks, started, ended),
+        "reads": dict(workload.reads),
+        "stale_reads": workload.stale_reads[:10],
+        "stale_read_count": len(workload.stale_reads),
+        "check": {k: v for k, v in verdict.items() if k != "wrong_keys"},
+        "placements": placements.changes,
+        "fault_log": [(f.kind, f.target, round(f.at - started, 2), round(f.held_s, 2)) for f in injector.faults],
+        "wrong_keys": {k: [(what, ts, round(b - started, 2), round(a - started, 2)) for what, ts, b, a in h]
+                       for k, h in verdict.get("wrong_keys", {}).items()},
+    }
+    print_table(
+        ["reader", "expected rows", "lost", "extra"],
+        [[name, v["expected"], v["lost"], v["extra"]] for name, v in report["check"].items()],
+    )
+    print(f"write availability {report['write_availability']:.1%}; acknowledged writes "
+          f"{report['acknowledged_writes']}; stale reads {report['stale_read_count']}; refused attempts "
+          f"{report['refused_attempts']}\n")
+    nan = float("nan")
+    write_report(
+        "soak", ["fault", "count", "recovery p50 s", "recovery p99 s", "max s"],
+        [[k, report["faults"].get(k, 0), round(report["recovery_s"].get(k, {}).get("p50", nan), 2),
+          round(report["recovery_s"].get(k, {}).get("p99", nan), 2),
+          round(report["recovery_s"].get(k, {}).get("max", nan), 2)] for k in kinds],
+        report,
+    )
+    return report
+
+
+class Placements:
+    """Who serves what, as it changes (each table server's life, the keyed table's buckets),
+    sampled on a thread: what a failed check is read against."""
+
+    def __init__(self, cluster: Any, started: float) -> None:
+        self.changes: list[tuple[float, dict[str, str], dict[int, str]]] = []
+        self._client = cluster.client()
+        self._started = started
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="soak-placements", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        last = None
+        while not self._stop.wait(0.2):
+            with contextlib.suppress(Exception):
+                lives = {s: i.get("life", "")[:6] for s, i in self._client.master.status()["servers"].items()}
+                routing = {int(b): o for b, o in self._client.master.describe_table("keyed")["routing"].items()}
+                if (lives, routing) != last:
+                    last = (lives, routing)
+                    self.changes.append((round(time.monotonic() - self._started, 2), lives, routing))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def _ask_for_services(cluster: Any, seconds: float, every: float) -> None:
+    """A clustering of the keyed table every ``every`` seconds (0: never; compaction and
+    cleaning run by policy)."""
+    client = cluster.client()
+    deadline = time.monotonic() + seconds
+    while every and time.monotonic() + every < deadline:
+        time.sleep(every)
+        with contextlib.suppress(MemtierError):
+            client.cluster("keyed", wait=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=1200.0)
+    parser.add_argument("--fault-every", type=float, default=6.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--rate", type=float, default=10.0, help="writes a second, per writer")
+    parser.add_argument("--dir", default=None)
+    parser.add_argument("--cluster-every", type=float, default=15.0, help="seconds between clusterings (0: none)")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.kinds.split(",")) - set(KINDS))
+    if unknown:
+        parser.error(f"unknown fault kinds {unknown}; there are {list(KINDS)}")
+    report = run(args)
+    bad = report["stale_read_count"] or any(v["lost"] or v["extra"] for v in report["check"].values())
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
