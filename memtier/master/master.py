@@ -684,11 +684,15 @@ class Master:
         self, table: str, kind: str, *, partitions: Sequence[str] | None = None,
         sort_columns: Sequence[str] = (),
     ) -> dict[str, Any] | None:
-        """Plan a compaction (of every slice with log files), clustering or clean of the
-        table now; the queued task, or None when there is nothing to do."""
+        """A compaction (of every slice with log files), clustering or clean of the table,
+        now: the request, whose tasks are those it planned and the pending ones it joined
+        (:meth:`service_request` follows it), or None when there is nothing to do."""
         with self._lock:
             self._entry(table)
-        return self.services.schedule(table, kind, force=True, partitions=partitions, sort_columns=sort_columns)
+        return self.services.request(table, kind, partitions=partitions, sort_columns=sort_columns)
+
+    def service_request(self, request_id: int) -> dict[str, Any]:
+        return self.services.request_status(request_id)
 
     def service_task(self, task_id: int) -> dict[str, Any]:
         return self.services.task(task_id)

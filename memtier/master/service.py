@@ -77,6 +77,7 @@ class MasterService(ActionService):
             "schedule_service": lambda r: {"task": m.schedule_service(
                 r["table"], r["kind"], partitions=r.get("partitions"), sort_columns=r.get("sort_columns") or (),
             )},
+            "service_request": lambda r: m.service_request(r["request_id"]),
             "service_task": lambda r: m.service_task(r["task_id"]),
             "set_services": lambda r: {"services": m.set_services(r["table"], r["options"])},
             "sync_catalog": lambda r: m.sync_catalog(r["table"], r.get("metastore"), r.get("database")),
@@ -200,6 +201,9 @@ class MasterProxy(Proxy):
         return self._call("schedule_service", table=table, kind=kind,
                           partitions=list(partitions) if partitions is not None else None,
                           sort_columns=list(sort_columns))["task"]
+
+    def service_request(self, request_id: int) -> dict[str, Any]:
+        return self._call("service_request", request_id=request_id)
 
     def service_task(self, task_id: int) -> dict[str, Any]:
         return self._call("service_task", task_id=task_id)
