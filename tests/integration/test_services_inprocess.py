@@ -416,3 +416,33 @@ def test_compact_with_the_policy_racing_it_returns_with_every_slice_compacted(tm
         c.close()
     assert not errors, errors
     assert joined and planned, (joined, planned)  # both paths were taken
+
+
+@pytest.mark.parametrize("kind", ["clean", "clustering"])
+def test_clean_and_cluster_wait_for_a_pending_one_then_run_their_own(cluster, kind) -> None:
+    cluster.master.set_services("t", {"services.clean-retain-versions": "1"})
+    for round_ in range(2):
+        _write_rounds(cluster, 2, start=2 * round_)
+        _run(cluster, "compaction")
+    pending = cluster.master.services.schedule("t", kind, force=True)  # as the policy would
+    assert pending is not None
+    client = cluster.client()
+    pool = _Pool(cluster)
+    pool.running.clear()
+    done: list = []
+    call = client.clean if kind == "clean" else client.cluster
+    thread = threading.Thread(target=lambda: done.append(call("t")))
+    thread.start()
+    try:
+        wait_until(lambda: cluster.master.services.status("t")["tasks"], "the pending task")
+        assert not done
+        pool.running.set()
+        thread.join(timeout=60)
+    finally:
+        pool.running.set()
+        pool.close()
+    request = done[0]
+    assert request["state"] == "completed", request
+    assert (request["tasks"][0]["instant"], request["tasks"][0]["joined"]) == (pending.instant, True)
+    if kind == "clustering":  # the partitions rewritten again, by a clustering of its own
+        assert [t["joined"] for t in request["tasks"]] == [True, False]
