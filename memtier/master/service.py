@@ -67,7 +67,7 @@ class MasterService(ActionService):
                 r["table"], r["instant"], r["content"], file_groups=r["file_groups"],
                 check_conflicts=r["check_conflicts"],
             )),
-            "abort_commit": lambda r: no_result(m.abort_commit(r["table"], r["instant"])),
+            "abort_commit": lambda r: no_result(m.abort_commit(r["table"], r["instant"], r.get("planned") or b"")),
             "complete_flush": lambda r: no_result(m.complete_flush(
                 r["table"], r["instant"], r["stats"], [FlushedBlock.from_list(f) for f in r["flushed"]]
             )),
@@ -174,8 +174,8 @@ class MasterProxy(Proxy):
         self._call("complete_commit", table=table, instant=instant, content=content,
                    file_groups=[list(g) for g in file_groups], check_conflicts=check_conflicts)
 
-    def abort_commit(self, table: str, instant: str) -> None:
-        self._call("abort_commit", table=table, instant=instant)
+    def abort_commit(self, table: str, instant: str, planned: bytes = b"") -> None:
+        self._call("abort_commit", table=table, instant=instant, planned=planned)
 
     def complete_flush(self, table: str, instant: str, stats: Sequence[Mapping[str, Any]],
                        flushed: Sequence[FlushedBlock]) -> None:
