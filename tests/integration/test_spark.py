@@ -372,3 +372,31 @@ def test_change_feed_under_a_processing_time_trigger_picks_up_new_commits(
     finally:
         query.stop()
     assert _consumed(out).equals(model_of(*written))
+
+
+def test_change_feed_waits_for_a_pending_backfill_then_has_its_rows(
+    cluster: RpcCluster, spark: Any, tmp_path: Path
+) -> None:
+    """A backfill completes under its instant, earlier than the flushes that completed
+    while it ran: the feed goes no further than the instants before it until it completes,
+    so no consumer moves past its rows."""
+    from memtier.spark.backfill import Backfill
+    from memtier.spark.options import BACKFILL, SourceOptions
+
+    client = cluster.client()
+    table = new_table(cluster)
+    first = rows(range(0, 20), 1)
+    client.write(table, first)
+    client.flush(table)
+    backfill = Backfill(SourceOptions.parse({"table": table, "address": cluster.address}, BACKFILL, "batch write"),
+                        SCHEMA.names)
+    message = backfill.write(iter(rows(range(100, 120), 1).to_batches()))
+    later = rows(range(20, 40), 1)
+    client.write(table, later)
+    client.flush(table)  # completes while the backfill is pending, under a later instant
+    out = tmp_path / "out"
+    _consume(spark, table, tmp_path / "ckpt", out)
+    assert _consumed(out).equals(first)  # not past the pending backfill
+    backfill.commit([message])
+    _consume(spark, table, tmp_path / "ckpt", out)
+    assert _consumed(out).equals(model_of(first, later, rows(range(100, 120), 1)))
