@@ -26,7 +26,7 @@ from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.routing import route
 from memtier.hudi.writer import commit_metadata, existing_buckets, plan_changes, planned_metadata, write_files
 from memtier.master.master import COMPLETION_TIME_KEY
-from tests.support.hudi_spark import HudiSpark, hudi_spark  # noqa: F401 - the module's Spark fixture
+from tests.support.hudi_spark import HudiSpark
 from tests.support.hudirs import hudi_rs_read
 from tests.support.rpccluster import RpcCluster
 
@@ -83,6 +83,16 @@ def _backfill(cluster: RpcCluster, batch: pa.Table):  # noqa: ANN202 - (Backfill
     return backfill, backfill.write(iter(batch.to_batches()))
 
 
+def _streamed_then_backfilling(cluster: RpcCluster, model: Model):  # noqa: ANN202 - (backfill, message, rows)
+    """The stream's first rows flushed (base files), then a backfill of every key at ts 5
+    whose tasks wrote their files, not committed."""
+    first = _rows(range(40), 1, "stream-1")
+    _stream(cluster, first)
+    model.completed(first)
+    backfilled = _rows(range(40), 5, "backfill")
+    return (*_backfill(cluster, backfilled), backfilled)
+
+
 def _stream(cluster: RpcCluster, batch: pa.Table) -> list[str]:
     cluster.client().write("t", batch)
     return cluster.client().flush("t")
@@ -107,10 +117,15 @@ def _held_flush(cluster: RpcCluster, batch: pa.Table) -> tuple[str, Callable[[],
                                                    file_groups=groups, check_conflicts=["replacecommit"])
 
 
-def _compact(cluster: RpcCluster) -> None:
-    assert cluster.master.schedule_service("t", "compaction") is not None
+def _run_pending(cluster: RpcCluster) -> None:
+    """Run the pending table services to completion here, as the pool would."""
     while (done := ServiceWorker("svc-0", cluster.master).run_once()) is not None:
         assert done["state"] == "completed", done
+
+
+def _compact(cluster: RpcCluster) -> None:
+    assert cluster.master.schedule_service("t", "compaction") is not None
+    _run_pending(cluster)
 
 
 def _path(cluster: RpcCluster) -> str:
@@ -144,14 +159,10 @@ def _log_order(cluster: RpcCluster, city: str = "ams") -> dict[str, list[str]]:
 
 
 def test_a_backfill_and_flushes_into_its_file_groups_both_commit_ties_going_to_the_later_completion(
-    cluster: RpcCluster, reader: Client, hudi_spark: HudiSpark,  # noqa: F811
+    cluster: RpcCluster, reader: Client, hudi_spark: HudiSpark,
 ) -> None:
     model = Model()
-    first = _rows(range(40), 1, "stream-1")
-    _stream(cluster, first)
-    model.completed(first)
-    backfilled = _rows(range(40), 5, "backfill")
-    backfill, message = _backfill(cluster, backfilled)  # its tasks' files, not committed
+    backfill, message, backfilled = _streamed_then_backfilling(cluster, model)
     before = _rows(range(20), 5, "flushed-before")
     [flush_before] = _stream(cluster, before)  # the tier flushes into the same file groups meanwhile
     model.completed(before)
@@ -176,14 +187,10 @@ def test_a_backfill_and_flushes_into_its_file_groups_both_commit_ties_going_to_t
 
 
 def test_a_flush_pending_while_a_backfill_completes_goes_after_it(
-    cluster: RpcCluster, reader: Client, hudi_spark: HudiSpark,  # noqa: F811
+    cluster: RpcCluster, reader: Client, hudi_spark: HudiSpark,
 ) -> None:
     model = Model()
-    first = _rows(range(40), 1, "stream-1")
-    _stream(cluster, first)
-    model.completed(first)
-    backfilled = _rows(range(40), 5, "backfill")
-    backfill, message = _backfill(cluster, backfilled)
+    backfill, message, backfilled = _streamed_then_backfilling(cluster, model)
     held = _rows(range(0, 40, 2), 5, "held-flush")
     held_instant, complete_held = _held_flush(cluster, held)  # its log files named before the backfill completes
     planned = {f.name for f in _logs(cluster)}  # the flush's (the first stream wrote base files)
@@ -206,7 +213,7 @@ def test_a_flush_pending_while_a_backfill_completes_goes_after_it(
 
 
 def test_a_backfill_joins_the_slice_a_compaction_planned_meanwhile_opens(
-    cluster: RpcCluster, reader: Client, hudi_spark: HudiSpark,  # noqa: F811
+    cluster: RpcCluster, reader: Client, hudi_spark: HudiSpark,
 ) -> None:
     model = Model()
     for ts in (1, 2):
@@ -223,8 +230,7 @@ def test_a_backfill_joins_the_slice_a_compaction_planned_meanwhile_opens(
     assert {f.base_instant for f in _logs(cluster) if f.write_token.endswith("-1-0")} == {compaction}
     assert reader.read("t").select(DATA).sort_by("id").equals(model.table())
     assert hudi_spark.read(_path(cluster)).select(DATA).sort_by("id").equals(model.table())
-    while (done := ServiceWorker("svc-0", cluster.master).run_once()) is not None:
-        assert done["state"] == "completed", done
+    _run_pending(cluster)
     _read_by_all(cluster, reader, hudi_spark, model, "once the compaction completed, the backfill's logs on top")
     # time travel to the backfill's instant: memtier has its rows (its log files sit in the
     # slice the compaction opened, which Hudi's readers leave out as of an earlier instant)
@@ -236,7 +242,7 @@ def test_a_backfill_joins_the_slice_a_compaction_planned_meanwhile_opens(
 
 
 def test_a_flush_starting_a_file_group_a_backfill_started_first_yields_and_writes_into_it(
-    cluster: RpcCluster, reader: Client, hudi_spark: HudiSpark,  # noqa: F811
+    cluster: RpcCluster, reader: Client, hudi_spark: HudiSpark,
 ) -> None:
     model = Model()
     backfilled = _rows(range(20), 3, "backfill", city="new")
@@ -256,13 +262,10 @@ def test_a_flush_starting_a_file_group_a_backfill_started_first_yields_and_write
 
 
 def test_a_backfill_a_clustering_overtook_fails_cleanly_and_abort_is_then_a_no_op(
-    cluster: RpcCluster, reader: Client, hudi_spark: HudiSpark,  # noqa: F811
+    cluster: RpcCluster, reader: Client, hudi_spark: HudiSpark,
 ) -> None:
     model = Model()
-    first = _rows(range(40), 1, "stream-1")
-    _stream(cluster, first)
-    model.completed(first)
-    backfill, message = _backfill(cluster, _rows(range(40), 5, "backfill"))
+    backfill, message, _ = _streamed_then_backfilling(cluster, model)
     assert cluster.master.schedule_service("t", "clustering") is not None
     assert ServiceWorker("svc-0", cluster.master).run_once()["state"] == "completed"
     with pytest.raises(CommitFailedError, match="replacecommit"):

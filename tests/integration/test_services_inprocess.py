@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 import pytest
@@ -331,10 +331,23 @@ class _Pool:
         assert not self.errors, self.errors
 
 
-def _compact_in_thread(client, done: list) -> threading.Thread:
-    thread = threading.Thread(target=lambda: done.append(client.compact("t")))
+def _call_with_the_pool_paused(cluster: InProcessCluster, call: Callable[[], dict | None]) -> dict:
+    """``call()`` (a manual table service) in a thread while the pool runs nothing: it must
+    wait for the pending task; then the pool runs, and the call returns its request."""
+    pool = _Pool(cluster)
+    pool.running.clear()
+    done: list = []
+    thread = threading.Thread(target=lambda: done.append(call()))
     thread.start()
-    return thread
+    try:
+        wait_until(lambda: cluster.master.services.status("t")["tasks"], "a pending task")
+        assert not done, "the call returned with a task still pending"
+        pool.running.set()
+        thread.join(timeout=60)
+    finally:
+        pool.running.set()
+        pool.close()
+    return done[0]
 
 
 def test_compact_waits_for_a_compaction_the_policy_requested_and_reports_it_joined(cluster) -> None:
@@ -349,19 +362,7 @@ def test_compact_waits_for_a_compaction_the_policy_requested_and_reports_it_join
     _write_rounds(cluster, 1, start=3)  # logs of the slices it opens: not in its plan
     client = cluster.client()
     before = client.read("t")
-    pool = _Pool(cluster)
-    pool.running.clear()
-    done: list = []
-    thread = _compact_in_thread(client, done)
-    try:
-        wait_until(lambda: cluster.master.services.status("t")["tasks"] and not done, "compact to be waiting")
-        assert not done, "compact returned with the policy's compaction still pending"
-        pool.running.set()
-        thread.join(timeout=60)
-    finally:
-        pool.running.set()
-        pool.close()
-    request = done[0]
+    request = _call_with_the_pool_paused(cluster, lambda: client.compact("t"))
     assert request["state"] == "completed", request
     assert [(t["instant"], t["joined"]) for t in request["tasks"]][0] == (policy[0]["instant"], True)
     assert any(not t["joined"] for t in request["tasks"][1:]), "the logs after it get a compaction of their own"
@@ -427,21 +428,8 @@ def test_clean_and_cluster_wait_for_a_pending_one_then_run_their_own(cluster, ki
     pending = cluster.master.services.schedule("t", kind, force=True)  # as the policy would
     assert pending is not None
     client = cluster.client()
-    pool = _Pool(cluster)
-    pool.running.clear()
-    done: list = []
     call = client.clean if kind == "clean" else client.cluster
-    thread = threading.Thread(target=lambda: done.append(call("t")))
-    thread.start()
-    try:
-        wait_until(lambda: cluster.master.services.status("t")["tasks"], "the pending task")
-        assert not done
-        pool.running.set()
-        thread.join(timeout=60)
-    finally:
-        pool.running.set()
-        pool.close()
-    request = done[0]
+    request = _call_with_the_pool_paused(cluster, lambda: call("t"))
     assert request["state"] == "completed", request
     assert (request["tasks"][0]["instant"], request["tasks"][0]["joined"]) == (pending.instant, True)
     if kind == "clustering":  # the partitions rewritten again, by a clustering of its own
