@@ -63,7 +63,10 @@ class Backfill(DataSourceArrowWriter):
         description = client.describe(options.table)
         self.path: str = description["path"]
         self.storage_options = description.get("storage_options") or None
-        meta = self._meta()  # the columns checked before anything is begun:
+        meta = self._meta()  # the table and columns checked before anything is begun:
+        if not meta.is_merge_on_read:
+            raise InvalidArgumentError(f"table {options.table} is copy-on-write: a backfill writes log files, "
+                                       "which only a merge-on-read table has")
         checked = check_columns(meta.schema, columns, delete_flag=False)
         prepare_write(meta, meta.schema.empty_table().select(checked), self.operation)
         self.owner = f"spark-backfill-{uuid.uuid4().hex[:12]}"

@@ -284,3 +284,16 @@ def test_an_aborted_backfill_leaves_nothing(cluster: RpcCluster) -> None:
     timeline = cluster.master.meta("t").timeline()
     assert timeline.pending(None) == () and backfill.instant not in {i.timestamp for i in timeline.completed()}
     backfill.abort([message])  # again: a no-op
+
+
+def test_a_backfill_into_a_copy_on_write_table_is_refused_before_anything_is_begun(cluster: RpcCluster) -> None:
+    from memtier.errors import InvalidArgumentError
+    from memtier.spark.backfill import Backfill
+    from memtier.spark.options import BACKFILL, SourceOptions
+
+    cluster.client().create_table("cow", SCHEMA, record_key="id", ordering_field="ts", buckets=2,
+                                  table_type="COPY_ON_WRITE")
+    options = SourceOptions.parse({"table": "cow", "address": cluster.address}, BACKFILL, "batch write")
+    with pytest.raises(InvalidArgumentError, match="copy-on-write"):
+        Backfill(options, SCHEMA.names)
+    assert cluster.master.meta("cow").timeline().instants == ()
