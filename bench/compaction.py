@@ -62,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.batches import percentiles_ms
 from bench.common import BENCH_SCHEMA, bench_table, cpu_seconds, print_table, report
-from memtier.client import wait_for_task
+from memtier.client import wait_for_request
 from memtier.compaction.compact import CompactionPolicy, compact, compaction_metadata, plan_compaction
 from memtier.hudi import HudiTable
 from memtier.hudi.filenames import BaseFile, classify
@@ -261,14 +261,15 @@ def _updates(client: Any, table: str, rows: int, seed: int) -> None:
 def _while_compacting(client: Any, table: str, run: Any) -> tuple[Any, dict[str, Any]]:
     """``run()`` once the pool has begun compacting ``table``; its result, and whether the
     compaction ran the whole time."""
-    task = client.compact(table, wait=False)
-    assert task is not None
+    request = client.compact(table, wait=False)
+    assert request is not None and request["tasks"]
+    task = request["tasks"][0]
     while client.master.service_task(task["task_id"])["state"] == "queued":
         time.sleep(0.05)
     started = time.monotonic()
     result = run()
     overlap = client.master.service_task(task["task_id"])["state"] == "running"
-    final = wait_for_task(client.master, client.master.service_task(task["task_id"]))
+    final = wait_for_request(client.master, request)
     return result, {"ran_whole_window": overlap, "state": final["state"],
                     "seconds_after_window_start": round(time.monotonic() - started, 1)}
 

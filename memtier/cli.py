@@ -21,9 +21,9 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from memtier.cli_format import Console, service_line, status_report
+from memtier.cli_format import Console, request_line, status_report
 from memtier.config import ClusterConfig, check, load
 from memtier.errors import InvalidArgumentError, MemtierError, RpcError
 
@@ -203,27 +203,38 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _service(args: argparse.Namespace) -> int:
-    """Plan a table service, then show its progress until it is done."""
-    from memtier.client import wait_for_task
+    """Ask for a table service, then show its progress until it is done."""
+    from memtier.client import wait_for_request
 
     _, master = _master(args)
     console = Console()
     options = {"partitions": args.partitions, "sort_columns": [c for c in args.sort.split(",") if c]} \
         if args.kind == "clustering" else {}
     try:
-        task = master.schedule_service(args.table, args.kind, **options)
+        request = master.schedule_service(args.table, args.kind, **options)
     except RpcError as e:
         print(f"memtier {args.command}: no memtier cluster answers: {e}", file=sys.stderr)
         return 2
-    if task is None:
+    if request is None:
         console.step(f"{args.table}: nothing to do (no {args.kind} is due)")
         return 0
-    console.step(f"{args.kind} {task['instant']} of {args.table} planned ({task['file_groups']} file groups)")
+    shown: set[int] = set()
+
+    def report(current: dict[str, Any]) -> None:
+        for task in current["tasks"]:
+            if task["task_id"] not in shown:
+                shown.add(task["task_id"])
+                what = "already pending, joined" if task["joined"] else "planned"
+                console.step(f"{task['kind']} {task['instant']} of {args.table} {what} ({task['file_groups']} file groups)")
+        console.live(request_line(current))
+
     if args.no_wait:
-        console.note(f"queued as task {task['task_id']}; `memtier status` shows its progress")
+        report(request)
+        console.end_live(request_line(request))
+        console.note(f"queued as request {request['request_id']}; `memtier status` shows its tasks' progress")
         return 0
-    done = wait_for_task(master, task, lambda t: console.live(service_line(t)))
-    console.end_live(service_line(done))
+    done = wait_for_request(master, request, report)
+    console.end_live(request_line(done))
     if done["state"] != "completed":
         print(f"memtier {args.command}: {args.kind} failed: {done['error']}", file=sys.stderr)
         return 1

@@ -14,7 +14,8 @@ from typing import Any, TextIO
 
 from memtier.hudi.timeline import parse_instant_time
 
-__all__ = ["Console", "human_bytes", "human_seconds", "render_table", "service_line", "status_report"]
+__all__ = ["Console", "human_bytes", "human_seconds", "render_table", "request_line", "service_line",
+           "status_report"]
 
 
 def human_bytes(n: float) -> str:
@@ -144,6 +145,23 @@ def service_line(task: Mapping[str, Any]) -> str:
     return f"{task['kind']} {task['instant']} {task['state']}{progress}{worker}{retry}"
 
 
+def request_line(request: Mapping[str, Any]) -> str:
+    """A manual table-service call: the task at work (or what it waits for) and how many
+    of its tasks are done, ``compaction 20261122... running 3/8 (svc-0); 1/2 tasks done
+    (1 joined)``."""
+    tasks = request["tasks"]
+    current = next((t for t in tasks if t["state"] in ("queued", "running")), None)
+    if current is not None:
+        head = service_line(current) + (" (joined)" if current["joined"] else "")
+    elif request["state"] == "running":
+        head = f"{request['kind']} waiting for writes in progress to end"
+    else:
+        head = f"{request['kind']} {request['state']}"
+    done = sum(1 for t in tasks if t["state"] == "completed")
+    joined = sum(1 for t in tasks if t["joined"])
+    return f"{head}; {done}/{len(tasks)} tasks done" + (f" ({joined} joined)" if joined else "")
+
+
 def _ack_times(writes: Mapping[str, Any]) -> str:
     """A server's recent write acknowledgement times, or '-' before its first write."""
     if not writes.get("window"):
@@ -176,7 +194,11 @@ class Console:
         return self._clock() - self._started
 
     def step(self, text: str) -> None:
-        """A new step: ``[  3.2s] text``."""
+        """A new step: ``[  3.2s] text`` (above the live line, which a terminal shows anew
+        at its next update)."""
+        if self._live_width:
+            self._write("\r" + " " * self._live_width + "\r")
+            self._live_width = 0
         self._write(f"{self._stamp()}{text}\n")
 
     def note(self, text: str = "") -> None:

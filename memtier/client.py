@@ -56,7 +56,7 @@ from memtier.parallel import Prefetch
 from memtier.tableserver.server import FILE_ID_COLUMN, PARTITION_COLUMN, UNRESOLVED, WriteAck
 
 __all__ = ["Client", "MasterAPI", "ReadPlan", "ReadRequest", "ServerAPI", "Transaction", "WriteResult",
-           "wait_for_task"]
+           "wait_for_request"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -78,6 +78,7 @@ class MasterAPI(Protocol):
     def release_lease(self, lease: int) -> None: ...
     def schedule_service(self, table: str, kind: str, *, partitions: Sequence[str] | None = None,
                          sort_columns: Sequence[str] = ()) -> dict[str, Any] | None: ...
+    def service_request(self, request_id: int) -> dict[str, Any]: ...
     def service_task(self, task_id: int) -> dict[str, Any]: ...
     def set_services(self, table: str, options: Mapping[str, str]) -> dict[str, str]: ...
     def sync_catalog(self, table: str, metastore: str | None = None,
@@ -696,22 +697,26 @@ class Client:
     # == table services ==================================================================
     def compact(self, name: str, *, wait: bool = True,
                 progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
-        """Compact every file slice of the table that has log files (into new base files,
-        which the read-optimized view and Trino then show); the task (its final state
-        with ``wait``), or None when there was nothing to compact. ``progress(task)`` is
-        called as the task moves."""
+        """Compact every file slice of the table that has log files now (into new base
+        files, which the read-optimized view and Trino then show), or None when none has.
+        Returns the request (its final state with ``wait``): its ``tasks`` are the
+        compactions that do the work, those it planned and those already pending that it
+        joined (``joined``: planned by the automatic policy, say); with ``wait`` it returns
+        once every such slice is compacted (``state`` completed) or a task of its own
+        failed (``failed``, with ``error``). ``progress(request)`` is called as it moves."""
         return self._service(name, "compaction", wait, progress)
 
     def cluster(self, name: str, *, partitions: Sequence[str] | None = None, sort_columns: Sequence[str] = (),
                 wait: bool = True, progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
         """Rewrite the file groups of ``partitions`` (all by default) into one per bucket,
-        sorted by ``sort_columns``; see :meth:`compact`."""
+        sorted by ``sort_columns`` (after a pending clustering of them, which it joins);
+        see :meth:`compact`."""
         return self._service(name, "clustering", wait, progress, partitions=partitions, sort_columns=sort_columns)
 
     def clean(self, name: str, *, wait: bool = True,
               progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
-        """Delete file slices retention no longer keeps (never one a read holds); see
-        :meth:`compact`."""
+        """Delete file slices retention no longer keeps (never one a read holds), after a
+        pending clean, which it joins; see :meth:`compact`."""
         return self._service(name, "clean", wait, progress)
 
     def set_services(self, name: str, options: Mapping[str, str]) -> dict[str, str]:
@@ -728,34 +733,39 @@ class Client:
 
     def _service(self, name: str, kind: str, wait: bool,
                  progress: Callable[[dict[str, Any]], None] | None, **options: Any) -> dict[str, Any] | None:
-        task = self.master.schedule_service(name, kind, **options)
-        if task is None or not wait:
-            return task
-        return self.wait_service(task, progress)
+        request = self.master.schedule_service(name, kind, **options)
+        if request is None or not wait:
+            return request
+        return self.wait_service(request, progress)
 
-    def wait_service(self, task: dict[str, Any],
+    def wait_service(self, request: dict[str, Any],
                      progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-        """Wait for a table-service task to complete or fail; its final state."""
-        return wait_for_task(self.master, task, progress)
+        """Wait for a table-service request to complete or fail; its final state."""
+        return wait_for_request(self.master, request, progress)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
         self._fetches.shutdown(wait=False)
 
 
-def wait_for_task(master: MasterAPI, task: dict[str, Any],
-                  progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Poll a table-service task until it completes or fails; its final state.
-    ``progress(task)`` sees each change of state or progress."""
+def wait_for_request(master: MasterAPI, request: dict[str, Any],
+                     progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Poll a table-service request until it completes or fails; its final state.
+    ``progress(request)`` sees each change of its tasks' states or progress."""
     seen = None
     while True:
-        if progress is not None and (task["state"], task["done"], task["total"]) != seen:
-            seen = (task["state"], task["done"], task["total"])
-            progress(task)
-        if task["state"] in ("completed", "failed"):
-            return task
+        if progress is not None and _moves(request) != seen:
+            seen = _moves(request)
+            progress(request)
+        if request["state"] in ("completed", "failed"):
+            return request
         time.sleep(0.1)
-        task = master.service_task(task["task_id"])
+        request = master.service_request(request["request_id"])
+
+
+def _moves(request: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a progress report shows of a request: its state and each task's."""
+    return (request["state"], *((t["task_id"], t["state"], t["done"], t["total"]) for t in request["tasks"]))
 
 
 def _key_table(keys: Any, record_key: Sequence[str]) -> pa.Table:

@@ -12,6 +12,7 @@ Encoding only: reading and writing the files is :mod:`memtier.hudi.timeline`'s j
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from collections.abc import Iterable, Mapping
@@ -211,6 +212,17 @@ class CommitMetadata:
     def schema(self) -> str | None:
         """The writer's Avro schema (``extraMetadata.schema``), without meta fields."""
         return self.extra_metadata.get("schema") or None
+
+    def write_stats(self) -> list[WriteStat]:
+        """Every write stat, partition by partition."""
+        return [stat for stats in self.partition_to_write_stats.values() for stat in stats]
+
+    def with_stats(self, stats: Iterable[WriteStat]) -> CommitMetadata:
+        """This metadata with ``stats`` as its write stats (grouped by partition, in order)."""
+        grouped: dict[str, list[WriteStat]] = {}
+        for stat in stats:
+            grouped.setdefault(stat.partition_path, []).append(stat)
+        return dataclasses.replace(self, partition_to_write_stats={p: tuple(g) for p, g in grouped.items()})
 
     def files(self) -> list[tuple[str, str]]:
         """``(partition_path, file name)`` of every file this instant wrote."""

@@ -18,7 +18,7 @@ import pyarrow.types as pat
 
 from memtier.hudi.basefile import constant_column, key_order, sort_by_key, with_meta_columns, write_base_file
 from memtier.hudi.commit import WriteStat
-from memtier.hudi.filenames import BaseFile, LogFile
+from memtier.hudi.filenames import BaseFile, LogFile, PendingLogFile
 from memtier.hudi.fsview import FileSlice
 from memtier.hudi.logformat import avro_data_block, delete_block, parquet_data_block
 from memtier.hudi.merge import LogEntry, merge_file_group
@@ -28,7 +28,7 @@ from memtier.hudi.timeline import Timeline
 from memtier.io import join
 
 __all__ = ["LOG_BLOCK_ROWS", "FileGroupChange", "FileGroupPlan", "log_block_rows", "plan_file_group_write",
-           "plan_log_write", "write_file_group"]
+           "plan_pending_log_write", "write_file_group"]
 
 _NULL_COMMIT = "null"  # what Hudi writes as prevCommit for a new file group
 #: Rows per log data block: a larger change is written as several blocks of the same
@@ -73,7 +73,8 @@ class FileGroupPlan:
     """Which file a change goes to: its kind, name, and the slice it builds on."""
 
     change: FileGroupChange
-    kind: str  # "base" (new file group), "log" (merge on read), "rewrite" (copy on write)
+    kind: str  # "base" (new file group), "log" (merge on read), "rewrite" (copy on write), "pending" (a log
+    # file named at completion)
     file_name: str
     slice: FileSlice | None
     task: int
@@ -107,22 +108,16 @@ def plan_file_group_write(
     return FileGroupPlan(change, "rewrite", name, slice_, task)
 
 
-def plan_log_write(
-    meta: TableMeta, change: FileGroupChange, slice_: FileSlice | None, instant: str, task: int, token: str
-) -> FileGroupPlan | None:
-    """A new log file for this change, written by one of several tasks of one instant
-    (``token``, unique per task attempt, keeps their names apart): it joins the file
-    group's slice, or starts a log-only group (as Hudi's bucket-index writers do) where
-    there is none. None when it changes nothing (deletes in commit order for a group
-    that does not exist)."""
-    if slice_ is None or (slice_.is_empty and not slice_.compaction_pending):
-        if change.num_upserts == 0 and not _ordered_deletes(change):
-            return None
-        name = LogFile(change.file_id, instant, 1, token).name
-        return FileGroupPlan(change, "log", name, FileSlice(change.partition_path, change.file_id, instant), task)
-    version = max((f.version for f in slice_.log_files), default=0) + 1
-    name = LogFile(change.file_id, slice_.base_instant, version, token).name
-    return FileGroupPlan(change, "log", name, slice_, task)
+def plan_pending_log_write(change: FileGroupChange, task: int, token: str) -> FileGroupPlan | None:
+    """A log file for this change written ahead of its commit by one of several tasks of
+    one instant (``token``, unique per task attempt and never a flush's ``<task>-0-0``,
+    keeps their names apart), under a temporary name
+    (:class:`~memtier.hudi.filenames.PendingLogFile`): the master names it at completion,
+    in the slice and at the version that put it after every log file of the file group
+    completed before (:mod:`memtier.hudi.logorder`). None when it changes nothing."""
+    if change.num_upserts == 0 and change.num_deletes == 0:
+        return None
+    return FileGroupPlan(change, "pending", PendingLogFile.new(change.file_id, token).name, None, task)
 
 
 def _ordered_deletes(change: FileGroupChange) -> bool:
@@ -242,6 +237,14 @@ def write_file_group(meta: TableMeta, plan: FileGroupPlan, instant: str, visible
             file_id=change.file_id, path=plan.relative_path, partition_path=change.partition_path,
             prev_commit=_NULL_COMMIT, num_writes=records.num_rows, num_inserts=records.num_rows,
             num_update_writes=0, num_deletes=0, total_write_bytes=size, file_size=size,
+        )
+    if plan.kind == "pending":  # named, with the slice it joins, when its commit completes
+        size, _blocks = _write_log(meta, plan, instant)
+        return WriteStat(
+            file_id=change.file_id, path=plan.relative_path, partition_path=change.partition_path,
+            prev_commit=_NULL_COMMIT, num_writes=change.num_upserts, num_inserts=0,
+            num_update_writes=change.num_upserts, num_deletes=change.num_deletes,
+            total_write_bytes=size, file_size=size,
         )
     assert plan.slice is not None
     if plan.kind == "log":

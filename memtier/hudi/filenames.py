@@ -10,7 +10,9 @@
 File ids are ``<uuid>-<n>``, or for the bucket index ``<bucket %08d>-0000-0000-0000-000000000000-0``;
 they never contain ``_`` or ``.``. Write tokens are ``<taskPartition>-<stage>-<attempt>``.
 Anything else in a partition folder (``.hoodie_partition_metadata``, temporary files,
-``.crc`` files) is not a data file: :func:`classify` returns None for it.
+``.crc`` files) is not a data file: :func:`classify` returns None for it. That includes a
+log file written ahead of its commit (:class:`PendingLogFile`), which gets its log file
+name when the commit completes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from memtier.errors import InvalidArgumentError
 __all__ = [
     "BaseFile",
     "LogFile",
+    "PendingLogFile",
     "WriteToken",
     "bucket_file_id",
     "bucket_of_file_id",
@@ -39,6 +42,8 @@ _BASE_RE = re.compile(rf"({_FILE_ID})_({_TOKEN})_({_INSTANT})\.([A-Za-z0-9]+)", 
 _LOG_RE = re.compile(
     rf"\.({_FILE_ID})_({_INSTANT})\.(log|archive)\.(0|[1-9]\d*)(?:_({_TOKEN})(\.cdc)?)?", re.ASCII
 )
+#: A temporary file's name (:func:`memtier.io.is_temp_file`): crashes leave none a reader takes.
+_PENDING_RE = re.compile(rf"\.memtier-tmp-({_FILE_ID})_({_TOKEN})_([0-9a-f]{{32}})\.tmp", re.ASCII)
 _FILE_ID_RE = re.compile(_FILE_ID)
 _INSTANT_RE = re.compile(_INSTANT, re.ASCII)
 _TOKEN_RE = re.compile(_TOKEN, re.ASCII)
@@ -146,6 +151,42 @@ class LogFile:
     def sort_key(self) -> tuple[str, int, str, bool]:
         """Hudi's log file order: base instant, version, write token (absent first), cdc last."""
         return (self.base_instant, self.version, self.write_token or "", self.cdc)
+
+
+@dataclass(frozen=True)
+class PendingLogFile:
+    """A log file written ahead of its commit, a backfill's, under a temporary name that no
+    reader takes for data: ``.memtier-tmp-<fileId>_<writeToken>_<nonce>.tmp``. The master
+    names it :meth:`as_log` (slice and version) when the commit completes, so that log
+    files end up in completion order; one a crash left goes as any temporary file."""
+
+    file_id: str
+    write_token: str
+    nonce: str
+
+    def __post_init__(self) -> None:
+        _check(_FILE_ID_RE, self.file_id, "file id")
+        _check(_TOKEN_RE, self.write_token, "write token")
+        _check(re.compile(r"[0-9a-f]{32}"), self.nonce, "pending log file nonce")
+
+    @classmethod
+    def new(cls, file_id: str, write_token: str) -> PendingLogFile:
+        """A fresh one (its nonce keeps the attempts of one task apart)."""
+        return cls(file_id, write_token, uuid.uuid4().hex)
+
+    @property
+    def name(self) -> str:
+        return f".memtier-tmp-{self.file_id}_{self.write_token}_{self.nonce}.tmp"
+
+    @classmethod
+    def parse(cls, name: str) -> PendingLogFile | None:
+        """The pending log file called ``name``, or None for any other name."""
+        match = _PENDING_RE.fullmatch(name)
+        return None if match is None else cls(*match.groups())
+
+    def as_log(self, base_instant: str, version: int) -> LogFile:
+        """Its name once committed: a log file of the slice of ``base_instant``."""
+        return LogFile(self.file_id, base_instant, version, self.write_token)
 
 
 def classify(name: str) -> BaseFile | LogFile | None:

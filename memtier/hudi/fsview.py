@@ -3,8 +3,10 @@
 Built from one listing of the table's partitions and the timeline, following Hudi's rules:
 
 * a base file counts only when its instant is a completed commit at or before ``as_of``;
-* log files join the slice of their base instant (layout 1) or, on layout 2, the slice
-  with the greatest base instant at or before their own instant;
+* log files join the slice of their base instant (layout 1; as of an instant before it,
+  the newest slice then: a backfill begun before a compaction was planned completes its
+  log files into the slice that compaction opens, with blocks of its earlier instant) or,
+  on layout 2, the slice with the greatest base instant at or before their own instant;
 * slices whose base instant is after ``as_of`` do not exist yet; a slice opened by a
   pending compaction has no base file yet, so its logs extend the previous slice;
 * file groups replaced by a completed replacecommit (insert overwrite, clustering) vanish.
@@ -281,6 +283,10 @@ def _slices(
     for log in files.log_files:
         if layout_version == 1:
             owner = log.base_instant
+            if not in_range(owner) and ordered:
+                # the slice of a compaction planned after as_of: a log file a writer begun
+                # before it completed into it holds blocks of instants up to as_of
+                owner = ordered[-1]
         else:  # layout 2: the log's own instant; it joins the newest slice started before it
             earlier = [t for t in ordered if t <= log.base_instant]
             owner = earlier[-1] if earlier else log.base_instant

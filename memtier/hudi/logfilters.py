@@ -43,7 +43,8 @@ from memtier.io import join
 if TYPE_CHECKING:
     from memtier.hudi.cache import SliceCache
 
-__all__ = ["KEEP", "READ_WINDOW", "LogFilter", "delete_log_filters", "log_filters", "write_log_filters"]
+__all__ = ["KEEP", "READ_WINDOW", "LogFilter", "delete_log_filters", "log_filters", "rename_log_filters",
+           "write_log_filters"]
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,23 @@ def write_log_filters(meta: TableMeta, instant: str, files: Mapping[str, tuple[i
             meta.io.delete(join(folder, name))
     except (OSError, MemtierError) as e:
         log.warning("could not write the log key filters of %s in %s: %s", instant, meta.base_path, e)
+
+
+def rename_log_filters(meta: TableMeta, instant: str, renamed: Mapping[str, str]) -> None:
+    """``instant``'s log files were renamed (path in the table -> new path): their filters
+    follow. A failure is logged, not raised: a file without filters is decoded."""
+    path = join(_folder(meta), f"{instant}.json")
+    try:
+        content = json.loads(meta.io.read_bytes(path))
+        files = content.get("files") or {}
+        if not any(old in files for old in renamed):
+            return
+        content["files"] = {renamed.get(name, name): entry for name, entry in files.items()}
+        meta.io.write_atomic(path, json.dumps(content).encode())
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError, MemtierError) as e:
+        log.warning("could not rename the log key filters of %s in %s: %s", instant, meta.base_path, e)
 
 
 def delete_log_filters(meta: TableMeta, instant: str) -> None:

@@ -347,6 +347,11 @@ class TimelineWriter:
         _require_state(instant, State.REQUESTED, "move to inflight")
         return self._create(instant.with_state(State.INFLIGHT), content)
 
+    def replace_inflight(self, instant: Instant, content: bytes) -> None:
+        """Rewrite an inflight instant's content (the files a rollback deletes), atomically."""
+        _require_state(instant, State.INFLIGHT, "rewrite")
+        self.io.write_atomic(self._path(instant), content)
+
     def complete(self, instant: Instant, content: bytes) -> Instant:
         """Complete an inflight instant: its data becomes visible once this file exists."""
         _require_state(instant, State.INFLIGHT, "complete")

@@ -97,19 +97,16 @@ def commit_metadata(
 ) -> CommitMetadata:
     """The commit's metadata: one write stat per file, the schema, ``extra`` keys;
     ``compacted`` for a compaction, ``replaced`` (partition, file id) for a replacecommit."""
-    by_partition: dict[str, list[WriteStat]] = {}
-    for stat in stats:
-        by_partition.setdefault(stat.partition_path, []).append(stat)
     replaced_ids: dict[str, list[str]] = {}
     for partition, file_id in replaced:
         replaced_ids.setdefault(partition, []).append(file_id)
     return CommitMetadata(
-        partition_to_write_stats={p: tuple(s) for p, s in by_partition.items()},
+        partition_to_write_stats={},
         extra_metadata={"schema": json.dumps(meta.avro_schema), **(extra or {})},
         operation_type=operation,
         compacted=compacted,
         partition_to_replace_file_ids={p: tuple(ids) for p, ids in replaced_ids.items()},
-    )
+    ).with_stats(stats)
 
 
 def planned_metadata(meta: TableMeta, plans: Sequence[FileGroupPlan], operation: str) -> CommitMetadata:

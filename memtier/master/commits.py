@@ -117,6 +117,24 @@ class CommitLog:
                              + " (pending)")
         return found
 
+    def completed_since(
+        self, instant: str, file_groups: Iterable[FileGroupRef], actions: Collection[str]
+    ) -> dict[FileGroupRef, list[str]]:
+        """The file groups among ``file_groups`` that instants of ``actions`` completed
+        into since the pending ``instant`` began, each with descriptions of those instants
+        (all of ``file_groups`` when the master no longer remembers every completion since)."""
+        me = self._pending[instant]
+        wanted = set(file_groups)
+        if me.began_after < self._forgotten_upto:
+            return {g: [f"instants completed since {instant} began that the master no longer remembers"]
+                    for g in wanted}
+        found: dict[FileGroupRef, list[str]] = {}
+        for done in self._completed:
+            if done.sequence > me.began_after and done.action in actions:
+                for group in done.file_groups & wanted:
+                    found.setdefault(group, []).append(_describe(done.instant, done.action, done.owner, [group]))
+        return found
+
     def pending_file_groups(self) -> set[FileGroupRef]:
         """File groups some pending instant touches (or will)."""
         return {g for pending in self._pending.values() for g in pending.file_groups}

@@ -34,7 +34,7 @@ from memtier.errors import (
     TableNotFoundError,
     TransactionError,
 )
-from memtier.hudi.commit import WriteStat
+from memtier.hudi.commit import CommitMetadata, WriteStat, is_avro_container
 from memtier.hudi.table import HudiTable
 from memtier.hudi.tablemeta import TableMeta
 from memtier.hudi.timeline import COMMIT_ACTIONS, Instant, State, TimelineWriter, new_instant_time
@@ -42,6 +42,7 @@ from memtier.hudi.writer import commit_metadata, rollback_instant, rollback_pend
 from memtier.io import join, open_fileio
 from memtier.master.assignment import ServerLoad, place, rebalance_move
 from memtier.master.commits import CommitLog, FileGroupRef
+from memtier.master.logwrites import LOG_WRITE, new_file_group_conflicts, settle_log_files
 from memtier.master.services import TableServices
 from memtier.master.state import (
     ABORTED,
@@ -57,12 +58,15 @@ from memtier.tableserver.master_link import FlushedBlock, TableLocation
 from memtier.wal.fence import fence
 from memtier.wal.stream import stream_directory
 
-__all__ = ["FLUSHED_KEY", "Master", "ServerHandle", "validate_table_name"]
+__all__ = ["COMPLETION_TIME_KEY", "FLUSHED_KEY", "Master", "ServerHandle", "validate_table_name"]
 
 log = logging.getLogger(__name__)
 
 #: Commit metadata key recording which blocks a flush wrote (so none is written twice).
 FLUSHED_KEY = "memtier.flushed"
+#: Commit metadata key recording when the master completed the instant (``yyyyMMddHHmmssSSS``,
+#: after every instant and completion before: table version 6 has no completion time).
+COMPLETION_TIME_KEY = "memtier.completionTime"
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _KEEP_COMMITTED_MS = 3_600_000  # a retried begin of a committed micro-batch finds it
 _KEEP_ABORTED_MS = 7 * 86_400_000  # frames of aborted transactions wait in WALs this long
@@ -634,7 +638,7 @@ class Master:
             TimelineWriter(meta.io, meta.base_path).inflight(Instant(instant, action, State.REQUESTED), planned)
 
     def complete_commit(
-        self, table: str, instant: str, content: bytes, *,
+        self, table: str, instant: str, content: bytes | CommitMetadata, *,
         file_groups: Sequence[FileGroupRef] = (), check_conflicts: bool | Sequence[str] = False,
         life: str | None = None,
     ) -> None:
@@ -645,10 +649,13 @@ class Master:
         pending), it is rolled back instead (its files deleted, nothing visible) and
         :class:`CommitFailedError` names the other instants. A list of actions checks
         against instants of those actions only; pairs that cannot conflict (a log write
-        and a compaction) never do. With ``life``, the instant's owner is a table server
-        that must still live it: if it lost its buckets meanwhile the instant is rolled
-        back and :class:`FencedError` says why. A failure writing the completed file
-        raises :class:`CommitStateUnknownError`.
+        and a compaction) never do. A log write's files take their place in completion
+        order first (:mod:`memtier.master.logwrites`, which also says what conflicts
+        there regardless). Commit metadata records when it completed
+        (:data:`COMPLETION_TIME_KEY`). With ``life``, the instant's owner is a table
+        server that must still live it: if it lost its buckets meanwhile the instant is
+        rolled back and :class:`FencedError` says why. A failure writing the completed
+        file raises :class:`CommitStateUnknownError`.
         """
         meta = self._meta(table)
         refs = _refs(file_groups)
@@ -660,25 +667,36 @@ class Master:
                 raise
             commits = self._commits(table)
             action = commits.pending(instant)
+            metadata = _commit_metadata(content)
+            found = []
             if check_conflicts:
-                only = None if check_conflicts is True else list(check_conflicts)
-                found = commits.conflicts(instant, refs, only)
-                if found:
-                    self._rollback_locked(table, meta, instant)
-                    raise CommitFailedError(
-                        f"{action} {instant} of {table} conflicts with concurrent writes and was rolled "
-                        f"back (nothing of it is visible): {'; '.join(found)}"
-                    )
+                found = commits.conflicts(instant, refs, None if check_conflicts is True else list(check_conflicts))
+            if action == LOG_WRITE and metadata is not None:
+                found += new_file_group_conflicts(commits, instant, metadata)
+            if found:
+                self._rollback_locked(table, meta, instant)
+                raise CommitFailedError(
+                    f"{action} {instant} of {table} conflicts with concurrent writes and was rolled "
+                    f"back (nothing of it is visible): {'; '.join(found)}"
+                )
+            data = content if isinstance(content, bytes) else b""
+            if metadata is not None:
+                if action == LOG_WRITE:
+                    metadata = settle_log_files(meta, commits, instant, metadata, refs)
+                completed = new_instant_time(self._last_instant.get(table) or None, lambda: _utc(self._clock()))
+                self._last_instant[table] = completed
+                data = dataclasses.replace(
+                    metadata, extra_metadata={**metadata.extra_metadata, COMPLETION_TIME_KEY: completed}).to_json()
             inflight = Instant(instant, action, State.INFLIGHT)
             try:
-                done = TimelineWriter(meta.io, meta.base_path).complete(inflight, content)
+                done = TimelineWriter(meta.io, meta.base_path).complete(inflight, data)
             except Exception as e:
                 raise CommitStateUnknownError(f"completing {action} {instant} of {table} failed: {e}") from e
             commits.complete(instant, refs)
             if done.action in COMMIT_ACTIONS:
                 self._latest_commit[table] = max(self._latest_commit.get(table) or "", instant)
         if done.action in COMMIT_ACTIONS:
-            self.catalog.committed(table, meta, content)
+            self.catalog.committed(table, meta, data)
 
     def _check_life(self, life: str | None, what: str) -> None:
         """Refuse ``what`` of a table server's ``life`` (None: not a table server's) once
@@ -693,10 +711,17 @@ class Master:
             "was taken for dead); it commits nothing more for them"
         )
 
-    def abort_commit(self, table: str, instant: str) -> None:
-        """Roll a begun instant back (its files deleted; a rollback instant recorded)."""
+    def abort_commit(self, table: str, instant: str, planned: bytes = b"") -> None:
+        """Roll a begun instant back (its files deleted; a rollback instant recorded);
+        ``planned`` (inflight content) names files it wrote that its inflight does not
+        name yet. A no-op for an instant no longer pending (already rolled back, say by
+        its failed completion)."""
         meta = self._meta(table)
         with self._table_lock(table):
+            action = self._commits(table).pending_instants().get(instant)
+            requested = Instant(instant, action or "", State.REQUESTED)
+            if planned and action is not None and requested in meta.timeline().pending(None):
+                TimelineWriter(meta.io, meta.base_path).inflight(requested, planned)
             self._rollback_locked(table, meta, instant)
 
     def _rollback_locked(self, table: str, meta: TableMeta, instant: str) -> None:
@@ -716,11 +741,11 @@ class Master:
         meta = self._meta(table)
         write_stats = [WriteStat.from_dict(dict(s)) for s in stats]
         extra = {FLUSHED_KEY: json.dumps([f.to_list() for f in flushed])}
-        content = commit_metadata(meta, write_stats, "UPSERT", extra).to_json()
+        metadata = commit_metadata(meta, write_stats, "UPSERT", extra)
         touched = [(s.partition_path, s.file_id) for s in write_stats]
         # a clustering that replaced one of these file groups meanwhile wins: the blocks
         # stay unflushed and go, next round, to the file group now holding their bucket
-        self.complete_commit(table, instant, content, file_groups=touched, check_conflicts=["replacecommit"],
+        self.complete_commit(table, instant, metadata, file_groups=touched, check_conflicts=["replacecommit"],
                              life=life)
         with self._table_lock(table):
             cached = self._flushed.get(table)
@@ -781,11 +806,15 @@ class Master:
         self, table: str, kind: str, *, partitions: Sequence[str] | None = None,
         sort_columns: Sequence[str] = (),
     ) -> dict[str, Any] | None:
-        """Plan a compaction (of every slice with log files), clustering or clean of the
-        table now; the queued task, or None when there is nothing to do."""
+        """A compaction (of every slice with log files), clustering or clean of the table,
+        now: the request, whose tasks are those it planned and the pending ones it joined
+        (:meth:`service_request` follows it), or None when there is nothing to do."""
         with self._lock:
             self._entry(table)
-        return self.services.schedule(table, kind, force=True, partitions=partitions, sort_columns=sort_columns)
+        return self.services.request(table, kind, partitions=partitions, sort_columns=sort_columns)
+
+    def service_request(self, request_id: int) -> dict[str, Any]:
+        return self.services.request_status(request_id)
 
     def service_task(self, task_id: int) -> dict[str, Any]:
         return self.services.task(task_id)
@@ -871,6 +900,13 @@ class Master:
     def servers(self) -> dict[str, str]:
         with self._lock:
             return {s: info.location for s, info in self._servers.items()}
+
+
+def _commit_metadata(content: bytes | CommitMetadata) -> CommitMetadata | None:
+    """Commit metadata to complete with, None for other content (a clean's Avro metadata)."""
+    if isinstance(content, CommitMetadata):
+        return content
+    return None if not content.strip() or is_avro_container(content) else CommitMetadata.from_json(content)
 
 
 def _refs(file_groups: Sequence[Sequence[str]]) -> list[FileGroupRef]:

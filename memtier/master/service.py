@@ -68,7 +68,7 @@ class MasterService(ActionService):
                 r["table"], r["instant"], r["content"], file_groups=r["file_groups"],
                 check_conflicts=r["check_conflicts"], life=r.get("life"),
             )),
-            "abort_commit": lambda r: no_result(m.abort_commit(r["table"], r["instant"])),
+            "abort_commit": lambda r: no_result(m.abort_commit(r["table"], r["instant"], r.get("planned") or b"")),
             "complete_flush": lambda r: no_result(m.complete_flush(
                 r["table"], r["instant"], r["stats"], [FlushedBlock.from_list(f) for f in r["flushed"]],
                 life=r.get("life"),
@@ -79,6 +79,7 @@ class MasterService(ActionService):
             "schedule_service": lambda r: {"task": m.schedule_service(
                 r["table"], r["kind"], partitions=r.get("partitions"), sort_columns=r.get("sort_columns") or (),
             )},
+            "service_request": lambda r: m.service_request(r["request_id"]),
             "service_task": lambda r: m.service_task(r["task_id"]),
             "set_services": lambda r: {"services": m.set_services(r["table"], r["options"])},
             "sync_catalog": lambda r: m.sync_catalog(r["table"], r.get("metastore"), r.get("database")),
@@ -177,8 +178,8 @@ class MasterProxy(Proxy):
         self._call("complete_commit", table=table, instant=instant, content=content,
                    file_groups=[list(g) for g in file_groups], check_conflicts=check_conflicts, life=life)
 
-    def abort_commit(self, table: str, instant: str) -> None:
-        self._call("abort_commit", table=table, instant=instant)
+    def abort_commit(self, table: str, instant: str, planned: bytes = b"") -> None:
+        self._call("abort_commit", table=table, instant=instant, planned=planned)
 
     def complete_flush(self, table: str, instant: str, stats: Sequence[Mapping[str, Any]],
                        flushed: Sequence[FlushedBlock], *, life: str | None = None) -> None:
@@ -204,6 +205,9 @@ class MasterProxy(Proxy):
         return self._call("schedule_service", table=table, kind=kind,
                           partitions=list(partitions) if partitions is not None else None,
                           sort_columns=list(sort_columns))["task"]
+
+    def service_request(self, request_id: int) -> dict[str, Any]:
+        return self._call("service_request", request_id=request_id)
 
     def service_task(self, task_id: int) -> dict[str, Any]:
         return self._call("service_task", task_id=task_id)

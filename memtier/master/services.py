@@ -4,12 +4,15 @@ to the pool's actors as tasks, completes what they report, and undoes what a fai
 silent actor left behind (a compaction goes back to requested and runs again).
 
 Policies (:class:`~memtier.config.ServicesConfig`, per table overridable) decide what is
-due; :meth:`TableServices.check` runs them periodically. Reads take leases here
-(:meth:`TableServices.lease`) so that a clean never deletes a slice a read still uses.
+due; :meth:`TableServices.check` runs them periodically. Manual calls are requests
+(:mod:`memtier.master.requests`): each plans, or joins, whatever its work needs until it
+is done. Reads take leases here (:meth:`TableServices.lease`) so that a clean never
+deletes a slice a read still uses.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -20,12 +23,23 @@ from memtier.compaction.clean import CleanPolicy, plan_clean
 from memtier.compaction.cluster import plan_clustering
 from memtier.compaction.compact import CompactionPolicy, SliceDebt, plan_compaction, slice_debt
 from memtier.config import ServicesConfig, load
-from memtier.errors import CommitFailedError, InvalidArgumentError, MemtierError
+from memtier.errors import CommitFailedError, InvalidArgumentError, MemtierError, TableNotFoundError
 from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.plans import CleanerPlan, ClusteringPlan, CompactionPlan
 from memtier.hudi.tablemeta import TableMeta
 from memtier.hudi.timeline import Instant, State
-from memtier.master.tasks import ACTIONS, RUNNING, Leases, Task, TaskQueue, priority
+from memtier.master.requests import Request, compacted, compaction_targets
+from memtier.master.tasks import (
+    ACTIONS,
+    COMPLETED,
+    FAILED,
+    QUEUED,
+    RUNNING,
+    Leases,
+    Task,
+    TaskQueue,
+    priority,
+)
 
 if TYPE_CHECKING:
     from memtier.master.master import Master
@@ -37,6 +51,8 @@ log = logging.getLogger(__name__)
 OWNER = "table-services"
 #: Attempts after which a failing task stops being retried (until scheduled again).
 _MAX_ATTEMPTS = 5
+#: Finished requests kept for callers still asking about them.
+_KEEP_REQUESTS = 256
 
 
 class TableServices:
@@ -56,6 +72,9 @@ class TableServices:
         self._last_clean: dict[str, float] = {}
         self._debt: dict[str, dict[str, int]] = {}
         self._workers: dict[str, str | None] = {}  # pool actor -> the CPUs it runs on
+        self._requests: dict[int, Request] = {}
+        self._request_ids = itertools.count(1)
+        self._requests_lock = threading.Lock()  # advancing requests (taken before the others)
 
     def table_config(self, table: str) -> ServicesConfig:
         """The cluster's service settings overridden by the table's own."""
@@ -76,30 +95,22 @@ class TableServices:
 
     # == scheduling ======================================================================
     def schedule(
-        self, table: str, kind: str, *, force: bool = False, partitions: Sequence[str] | None = None,
-        sort_columns: Sequence[str] = (),
-    ) -> dict[str, Any] | None:
+        self, table: str, kind: str, *, force: bool = False, only: Collection[tuple[str, str]] | None = None,
+        partitions: Sequence[str] | None = None, sort_columns: Sequence[str] = (),
+    ) -> Task | None:
         """Plan a ``kind`` ("compaction", "clustering", "clean") of ``table`` and queue it;
-        the task, or None when there is nothing to do. A manual compaction (``force``)
-        takes every slice with log files; a clean or clustering already queued is
-        returned instead of planning another."""
-        if kind not in ACTIONS:
-            raise InvalidArgumentError(f"a table service is one of {sorted(ACTIONS)}, not {kind!r}")
-        if kind != "compaction":
-            with self._lock:
-                queued = self._tasks.active(table, kind)
-            if queued:
-                return queued[0].to_dict()
+        the task, or None when there is nothing to do (or what there is, is held by
+        pending instants). ``force`` takes every slice with log files (compaction;
+        ``only`` those of some file groups) or every partition (clustering); a clean is
+        not planned while another is pending."""
         config = self.table_config(table)
-        meta = self._master.meta(table)
-        if kind == "compaction" and not meta.is_merge_on_read:
-            raise InvalidArgumentError(f"table {table} is copy-on-write: it has no log files to compact")
+        meta = _service_meta(self._master.meta(table), kind)
 
         def make_plan(busy: Collection[tuple[str, str]]) -> tuple[bytes, list[tuple[str, str]]] | None:
             if kind == "compaction":
                 view = _view(meta)
                 policy = CompactionPolicy(config.compaction_log_files, config.compaction_log_fraction)
-                plan = plan_compaction(view, policy, busy=busy, force=force)
+                plan = plan_compaction(view, policy, busy=busy, only=only, force=force)
                 return None if plan is None else (plan.to_avro(), plan.file_groups())
             if kind == "clustering":
                 view = _view(meta)
@@ -108,7 +119,10 @@ class TableServices:
                 if clustering is None:
                     return None
                 return clustering.to_avro(meta.base_path), clustering.file_groups()
-            view = FileSystemView.build(meta.io, meta.base_path, meta.timeline(), keep_replaced=True)
+            timeline = meta.timeline()
+            if timeline.pending(("clean",)):
+                return None  # it would delete the same files
+            view = FileSystemView.build(meta.io, meta.base_path, timeline, keep_replaced=True)
             with self._lock:
                 leased = self._leases.instants(table, self._clock())
             cleaning = plan_clean(view, CleanPolicy(config.clean_retain_versions), leased)
@@ -125,7 +139,145 @@ class TableServices:
             if kind == "clean":
                 self._last_clean[table] = self._clock()
         log.info("%s %s of %s planned (%d file groups)", kind, instant, table, len(file_groups))
-        return task.to_dict()
+        return task
+
+    # == manual calls ====================================================================
+    def request(
+        self, table: str, kind: str, *, partitions: Sequence[str] | None = None, sort_columns: Sequence[str] = (),
+    ) -> dict[str, Any] | None:
+        """A manual call: do a ``kind`` of ``table`` covering what there is to do now
+        (:mod:`memtier.master.requests`), planning it or joining the pending tasks that
+        already do it; the request (poll it with :meth:`request_status`), or None when
+        there was nothing to do."""
+        meta = _service_meta(self._master.meta(table), kind)
+        request = Request(next(self._request_ids), table, kind, sort_columns=tuple(sort_columns))
+        if kind == "compaction":
+            request.file_groups = compaction_targets(_view(meta))
+            if not request.file_groups:
+                return None
+        elif kind == "clustering":
+            request.partitions = tuple(p for p in _view(meta).partitions() if partitions is None or p in partitions)
+            if not request.partitions:
+                return None
+        with self._requests_lock:
+            self._advance(request)
+            if request.state == COMPLETED and not request.task_ids:
+                return None  # a clean with nothing to clean
+            self._requests[request.request_id] = request
+            while len(self._requests) > _KEEP_REQUESTS:
+                oldest = next((i for i, r in self._requests.items() if r.state != RUNNING), None)
+                if oldest is None:
+                    break
+                del self._requests[oldest]
+            return self._request_dict(request)
+
+    def request_status(self, request_id: int) -> dict[str, Any]:
+        """A request as it stands (advanced first: what it waited for may be plannable now)."""
+        with self._requests_lock:
+            request = self._requests.get(request_id)
+            if request is None:
+                raise InvalidArgumentError(f"no table-service request {request_id} (unknown, or finished long ago)")
+            if request.state == RUNNING:
+                self._advance(request)
+            return self._request_dict(request)
+
+    def _request_dict(self, request: Request) -> dict[str, Any]:
+        with self._lock:
+            tasks = {i: t for i in request.task_ids if (t := self._tasks.get(i)) is not None}
+        return request.to_dict(tasks)
+
+    def _advance(self, request: Request) -> None:
+        """Move a running request on (its lock held): nothing while a task of it is
+        queued or running; failed when a task it planned failed (a joined one that failed
+        leaves its work to be planned again); else done, or the next tasks planned or
+        joined."""
+        with self._lock:
+            tasks = [t for i in request.task_ids if (t := self._tasks.get(i)) is not None]
+        if any(t.state in (QUEUED, RUNNING) for t in tasks):
+            return
+        failed = next((t for t in tasks if t.state == FAILED and t.task_id not in request.joined), None)
+        if failed is not None:
+            request.fail(f"{failed.kind} {failed.instant} failed: {failed.error}")
+            return
+        try:
+            if request.kind == "compaction":
+                self._advance_compaction(request)
+            elif request.kind == "clustering":
+                self._advance_clustering(request, tasks)
+            else:
+                self._advance_clean(request, tasks)
+        except TableNotFoundError as e:
+            request.fail(str(e))
+
+    def _advance_compaction(self, request: Request) -> None:
+        view = _view(self._master.meta(request.table))
+        remaining = {g for g, since in request.file_groups.items() if not compacted(view, g, since)}
+        if not remaining:
+            request.complete()
+            return
+        for group in sorted(remaining):
+            pending = view.pending_compaction.get(group) or view.pending_clustering.get(group)
+            if pending is not None:
+                self._join(request, pending)
+        if request.state == RUNNING:
+            self._add_own(request, self.schedule(request.table, "compaction", force=True, only=remaining))
+
+    def _advance_clustering(self, request: Request, tasks: Sequence[Task]) -> None:
+        view = _view(self._master.meta(request.table))
+        mine = {t.instant for t in tasks if t.task_id not in request.joined}
+        done = {p for (p, _), instant in view.replaced.items() if instant in mine}
+        remaining = [p for p in request.partitions if p not in done and p in view.partitions()]
+        if not remaining:
+            request.complete()
+            return
+        for (partition, _), pending in sorted(view.pending_clustering.items()):
+            if partition in remaining:
+                self._join(request, pending)
+        if request.state == RUNNING and not self._active(request):
+            self._add_own(request, self.schedule(request.table, "clustering", force=True, partitions=remaining,
+                                                 sort_columns=request.sort_columns))
+
+    def _advance_clean(self, request: Request, tasks: Sequence[Task]) -> None:
+        if any(t.task_id not in request.joined for t in tasks):
+            request.complete()  # its own clean completed
+            return
+        with self._lock:
+            pending = [t.instant for t in self._tasks.active(request.table, "clean")]
+        for instant in pending:
+            self._join(request, instant)
+        if request.state != RUNNING or self._active(request):
+            return
+        own = self.schedule(request.table, "clean", force=True)
+        if own is None:
+            request.complete()  # nothing (more) to clean
+        self._add_own(request, own)
+
+    def _join(self, request: Request, instant: str) -> None:
+        """The task executing the pending ``instant`` does part of the request's work."""
+        with self._lock:
+            task = self._tasks.of_instant(request.table, instant)
+        if task is None:
+            return  # (a pending instant with no task yet: recovered on a master restart)
+        if task.state == FAILED:
+            request.fail(f"{task.kind} {task.instant} is pending but failed: {task.error}")
+            return
+        request.add(task, joined=True)
+
+    def _add_own(self, request: Request, task: Task | None) -> None:
+        if task is not None:
+            request.add(task, joined=False)
+
+    def _active(self, request: Request) -> bool:
+        with self._lock:
+            return any((t := self._tasks.get(i)) is not None and t.state in (QUEUED, RUNNING)
+                       for i in request.task_ids)
+
+    def _advance_requests(self) -> None:
+        """Move on the running requests whose tasks are done (those a write in progress
+        held back are planned once it is over)."""
+        with self._requests_lock:
+            for request in [r for r in self._requests.values() if r.state == RUNNING]:
+                self._advance(request)
 
     def recover(self, table: str, meta: TableMeta) -> None:
         """After a master (re)start: queue the table's pending compactions and cleans
@@ -154,6 +306,10 @@ class TableServices:
                 self._tasks.add(table, kind, pending.timestamp, priority(kind), self._clock(), len(groups))
 
     def forget_table(self, table: str) -> None:
+        with self._requests_lock:
+            for request in self._requests.values():
+                if request.table == table and request.state == RUNNING:
+                    request.fail(f"table {table} was dropped")
         with self._lock:
             self._tasks.forget_table(table)
             self._debt.pop(table, None)
@@ -256,6 +412,7 @@ class TableServices:
         if now - self._last_check < self.config.check_interval.total_seconds():
             return
         self._last_check = now
+        self._advance_requests()
         for table in tables:
             try:
                 self._check_table(table, now)
@@ -311,6 +468,15 @@ class TableServices:
 
 def _view(meta: TableMeta) -> FileSystemView:
     return FileSystemView.build(meta.io, meta.base_path, meta.timeline())
+
+
+def _service_meta(meta: TableMeta, kind: str) -> TableMeta:
+    """``meta``, once ``kind`` is checked to be a table service the table can have."""
+    if kind not in ACTIONS:
+        raise InvalidArgumentError(f"a table service is one of {sorted(ACTIONS)}, not {kind!r}")
+    if kind == "compaction" and not meta.is_merge_on_read:
+        raise InvalidArgumentError(f"table {meta.config.name} is copy-on-write: it has no log files to compact")
+    return meta
 
 
 def _total(debts: Sequence[SliceDebt]) -> dict[str, int]:

@@ -75,6 +75,14 @@ class TaskQueue:
     def get(self, task_id: int) -> Task | None:
         return self._active.get(task_id) or self._finished.get(task_id)
 
+    def of_instant(self, table: str, instant: str) -> Task | None:
+        """The task (active, else recently finished) executing ``instant`` of ``table``."""
+        for tasks in (self._active, self._finished):
+            found = [t for t in tasks.values() if t.table == table and t.instant == instant]
+            if found:
+                return found[-1]
+        return None
+
     def active(self, table: str | None = None, kind: str | None = None) -> list[Task]:
         """Queued and running tasks, in the order they go out."""
         tasks = [t for t in self._active.values()

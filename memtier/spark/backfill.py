@@ -1,10 +1,13 @@
 """Batch backfills: ``df.write.format("memtier").mode("append")``. Rows bypass the table
 servers and memory: each Spark task routes its rows with the table's bucket index and
-writes one log file per file group it touches (a new group starts log-only, as Hudi's
-bucket-index writers do), and one deltacommit through the master's commit path makes
-them visible, with Hudi's optimistic concurrency: a backfill that touched file groups a
-flush committed to since it began is rolled back (no file of it stays visible) and
-fails with an error naming the other writer."""
+writes one log file per file group it touches, under a temporary name
+(:class:`~memtier.hudi.filenames.PendingLogFile`), and one deltacommit through the
+master's commit path makes them visible: the master names them then, into the slice each
+file group has (a new group starts log-only, as Hudi's bucket-index writers do) after
+every log file completed before (:mod:`memtier.hudi.logorder`). So a backfill and the
+write tier's flushes into the same file groups both commit, merged by ordering value with
+ties going to the later completion; only a clustering that rewrote one of its file groups
+since it began makes it fail (rolled back: no file of it stays visible)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from memtier.errors import InvalidArgumentError
 from memtier.hudi.commit import WriteStat
-from memtier.hudi.filegroup import plan_log_write, write_file_group
+from memtier.hudi.filegroup import plan_pending_log_write, write_file_group
 from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.routing import route
 from memtier.hudi.tablemeta import TableMeta
@@ -60,7 +63,10 @@ class Backfill(DataSourceArrowWriter):
         description = client.describe(options.table)
         self.path: str = description["path"]
         self.storage_options = description.get("storage_options") or None
-        meta = self._meta()  # the columns checked before anything is begun:
+        meta = self._meta()  # the table and columns checked before anything is begun:
+        if not meta.is_merge_on_read:
+            raise InvalidArgumentError(f"table {options.table} is copy-on-write: a backfill writes log files, "
+                                       "which only a merge-on-read table has")
         checked = check_columns(meta.schema, columns, delete_flag=False)
         prepare_write(meta, meta.schema.empty_table().select(checked), self.operation)
         self.owner = f"spark-backfill-{uuid.uuid4().hex[:12]}"
@@ -79,36 +85,36 @@ class Backfill(DataSourceArrowWriter):
         view = FileSystemView.build(meta.io, meta.base_path, timeline)
         changes = route(meta, rows, deletes=self.operation == "delete", existing=existing_buckets(view))
         task, token = _write_token()
-        plans = [p for p in (plan_log_write(meta, c, view.slice_for_write(c.partition_path, c.file_id),
-                                            self.instant, task, token) for c in changes) if p is not None]
+        plans = [p for p in (plan_pending_log_write(c, task, token) for c in changes) if p is not None]
         ensure_partition_metadata(meta, {p.change.partition_path for p in plans}, self.instant)
         return BackfillFiles([write_file_group(meta, p, self.instant, timeline).to_dict() for p in plans])
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        content, groups = self._inflight(messages)
-        client_for(self.options).master.complete_commit(
-            self.options.table, self.instant, content, file_groups=groups, check_conflicts=True
-        )
+        content, groups = self._metadata(messages)
+        master = client_for(self.options).master
+        master.commit_inflight(self.options.table, self.instant, content, file_groups=groups)
+        master.complete_commit(self.options.table, self.instant, content, file_groups=groups,
+                               check_conflicts=["replacecommit"])
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Roll the instant back: the files finished tasks wrote are named in its
-        inflight, so the rollback deletes them."""
-        self._inflight(messages)
-        client_for(self.options).master.abort_commit(self.options.table, self.instant)
+        """Roll the instant back, naming the files finished tasks wrote so that the
+        rollback deletes them; nothing to do when its commit rolled it back already."""
+        content, _ = self._metadata(messages)
+        client_for(self.options).master.abort_commit(self.options.table, self.instant, content)
 
-    def _inflight(self, messages: list[WriterCommitMessage | None]) -> tuple[bytes, list[tuple[str, str]]]:
-        """Move the instant to inflight naming every file the tasks wrote; its commit
-        metadata and the file groups it touched."""
+    def _metadata(self, messages: list[WriterCommitMessage | None]) -> tuple[bytes, list[tuple[str, str]]]:
+        """The commit metadata naming every file the tasks wrote, and the file groups they touched."""
         stats = [WriteStat.from_dict(s) for m in messages if isinstance(m, BackfillFiles) for s in m.stats]
         groups = sorted({(s.partition_path, s.file_id) for s in stats})
-        content = commit_metadata(self._meta(), stats, OPERATIONS[self.operation]).to_json()
-        client_for(self.options).master.commit_inflight(self.options.table, self.instant, content, file_groups=groups)
-        return content, groups
+        return commit_metadata(self._meta(), stats, OPERATIONS[self.operation]).to_json(), groups
 
 
 def _write_token() -> tuple[int, str]:
-    """This task's number and Hudi write token (partition-stage-attempt), unique per attempt."""
+    """This task's number and Hudi write token (partition-stage-attempt), unique per
+    attempt. Stages count from 1 here: a flush's tokens are ``<task>-0-0``, and a log
+    file name must never be one a flush may pick (a flush's rollback deletes the files
+    it named)."""
     context = TaskContext.get()
     if context is None:  # run outside Spark (tests drive the steps directly)
-        return 0, "0-0-0"
-    return context.partitionId(), f"{context.partitionId()}-{context.stageId()}-{context.taskAttemptId()}"
+        return 0, "0-1-0"
+    return context.partitionId(), f"{context.partitionId()}-{context.stageId() + 1}-{context.taskAttemptId()}"

@@ -3,7 +3,8 @@ in commit order. An offset is a completed instant of the Hudi timeline; a micro-
 reads the rows committed in (start, end] as an incremental read (one task per bucket),
 so a restarted query resumes exactly at its checkpointed offset, and a consumer that
 fell behind catches up from the Hudi files. Rows reach the source when a flush commits
-them (``tableserver.flush-interval``)."""
+them (``tableserver.flush-interval``); while a write is pending (a backfill), the feed
+goes no further than the instants before it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from pyspark.sql.types import StructType
 from memtier.client import ReadRequest
 from memtier.errors import InvalidArgumentError
 from memtier.hudi.reader import normalize_instant
+from memtier.hudi.tablemeta import TableMeta
+from memtier.io import open_fileio
 from memtier.spark.batch import PlanPart, plan_parts, read_part
 from memtier.spark.connection import client_for
 from memtier.spark.options import SourceOptions
@@ -42,7 +45,16 @@ class ChangeFeed(DataSourceStreamReader):
         self.starting = starting
 
     def _latest(self) -> str:
-        return client_for(self.options).master.latest_commit(self.options.table) or EARLIEST
+        """The newest completed instant that no pending write precedes: a write still
+        pending (a backfill, say) completes under its own, earlier instant, which a feed
+        already past it would never read; so the feed waits for it, as Hudi's incremental
+        reads wait for inflight commits."""
+        description = client_for(self.options).describe(self.options.table)
+        path = description["path"]
+        timeline = TableMeta.load(open_fileio(path, description.get("storage_options") or None), path).timeline()
+        first_pending = min((i.timestamp for i in timeline.pending(("deltacommit", "commit"))), default=None)
+        settled = [i.timestamp for i in timeline.completed() if first_pending is None or i.timestamp < first_pending]
+        return settled[-1] if settled else EARLIEST
 
     def initialOffset(self) -> dict[str, str]:  # noqa: N802 (Spark's names)
         if self.starting == "earliest":

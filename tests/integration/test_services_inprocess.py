@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 import pytest
@@ -97,7 +97,7 @@ def test_log_files_flushed_while_a_compaction_is_pending_join_the_slice_it_opens
     _write_rounds(cluster, 3)
     client = cluster.client()
     planned_at = client.read("t")
-    task = cluster.master.schedule_service("t", "compaction")
+    task = cluster.master.schedule_service("t", "compaction")["tasks"][0]
     _write_rounds(cluster, 2, start=3)  # flushes while the compaction is only requested
     during = client.read("t")
     assert rows(during) != rows(planned_at)
@@ -139,7 +139,8 @@ def test_compaction_while_writes_stream_into_the_same_file_groups_loses_nothing(
     worker = ServiceWorker("svc-0", cluster.master)
     compactions = 0
     while not stop.is_set():
-        if cluster.master.schedule_service("t", "compaction") is not None:
+        request = cluster.master.schedule_service("t", "compaction")
+        if request is not None and request["tasks"]:  # (none while a flush holds every file group)
             done = worker.run_once()
             assert done["state"] == "completed", done
             compactions += 1
@@ -156,7 +157,7 @@ def test_an_attempt_whose_worker_went_silent_is_rolled_back_and_run_again(cluste
     _write_rounds(cluster, 4)
     client = cluster.client()
     before = client.read("t")
-    task = cluster.master.schedule_service("t", "compaction")
+    task = cluster.master.schedule_service("t", "compaction")["tasks"][0]
     taken = cluster.master.next_service_task("dead-worker")  # takes it, then never reports
     meta = TableMeta.load(open_fileio(taken["path"]), taken["path"])
     partial = os.path.join(_path(cluster), "city=a",
@@ -225,7 +226,7 @@ def test_status_shows_compaction_debt_and_pending_services(cluster) -> None:
     _write_rounds(cluster, 3)
     debt = cluster.master.services.measure_debt("t")
     assert debt["log_files"] > 0 and debt["log_bytes"] > 0
-    task = cluster.master.schedule_service("t", "compaction")
+    task = cluster.master.schedule_service("t", "compaction")["tasks"][0]
     services = cluster.client().status()["tables"]["t"]["services"]
     assert services["debt"] == debt
     assert [(t["kind"], t["instant"], t["state"]) for t in services["tasks"]] == [
@@ -266,7 +267,7 @@ def test_clustering_rewrites_a_partition_one_group_per_bucket_and_writers_follow
 def test_flushes_into_file_groups_being_clustered_wait_for_the_clustering(cluster) -> None:
     _write_rounds(cluster, 2)
     client = cluster.client()
-    task = cluster.master.schedule_service("t", "clustering")
+    task = cluster.master.schedule_service("t", "clustering")["tasks"][0]
     client.write("t", _batch(list(range(40)), 50))
     assert client.flush("t") == []  # every file group is being clustered: nothing flushes yet
     expected = client.read("t")
@@ -302,3 +303,134 @@ def test_temporary_files_crashes_left_go_with_a_clean_and_the_wal_retention(clus
     assert cluster.servers["ts-0"].delete_expired_wals() == 1
     assert not os.path.exists(left[1]) and os.path.exists(fresh)
     assert rows(cluster.client().read("t")) == before
+
+
+class _Pool:
+    """A pool actor as a thread: runs tasks while ``running`` is set."""
+
+    def __init__(self, cluster: InProcessCluster) -> None:
+        self.worker = ServiceWorker("svc-0", cluster.master)
+        self.running, self.stop, self.errors = threading.Event(), threading.Event(), []
+        self.running.set()
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            if not self.running.wait(0.01):
+                continue
+            try:
+                if self.worker.run_once() is None:
+                    self.stop.wait(0.002)
+            except BaseException as e:  # noqa: BLE001 - reported by close
+                self.errors.append(e)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        assert not self.errors, self.errors
+
+
+def _call_with_the_pool_paused(cluster: InProcessCluster, call: Callable[[], dict | None]) -> dict:
+    """``call()`` (a manual table service) in a thread while the pool runs nothing: it must
+    wait for the pending task; then the pool runs, and the call returns its request."""
+    pool = _Pool(cluster)
+    pool.running.clear()
+    done: list = []
+    thread = threading.Thread(target=lambda: done.append(call()))
+    thread.start()
+    try:
+        wait_until(lambda: cluster.master.services.status("t")["tasks"], "a pending task")
+        assert not done, "the call returned with a task still pending"
+        pool.running.set()
+        thread.join(timeout=60)
+    finally:
+        pool.running.set()
+        pool.close()
+    return done[0]
+
+
+def test_compact_waits_for_a_compaction_the_policy_requested_and_reports_it_joined(cluster) -> None:
+    """The policy has just requested a compaction of the slices (not run yet): a manual
+    compact joins it, waits for it, and compacts what it did not cover (logs flushed
+    after it was planned) once it completed."""
+    cluster.master.set_services("t", {"services.compaction-log-files": "1"})
+    _write_rounds(cluster, 3)
+    cluster.master.check_services()  # the policy requests a compaction of every slice
+    policy = cluster.master.services.status("t")["tasks"]
+    assert [t["kind"] for t in policy] == ["compaction"]
+    _write_rounds(cluster, 1, start=3)  # logs of the slices it opens: not in its plan
+    client = cluster.client()
+    before = client.read("t")
+    request = _call_with_the_pool_paused(cluster, lambda: client.compact("t"))
+    assert request["state"] == "completed", request
+    assert [(t["instant"], t["joined"]) for t in request["tasks"]][0] == (policy[0]["instant"], True)
+    assert any(not t["joined"] for t in request["tasks"][1:]), "the logs after it get a compaction of their own"
+    assert all(t["state"] == "completed" for t in request["tasks"])
+    assert rows(client.read("t", mode="read_optimized")) == rows(before)
+    assert rows(hudi_rs_read(_path(cluster), "read_optimized"), DATA) == rows(before, DATA)
+
+
+def test_compact_with_the_policy_racing_it_returns_with_every_slice_compacted(tmp_path) -> None:
+    """The policy (checking all the time, due at two log files) and a manual compact race
+    after each round of writes; every time compact returns, the read-optimized view (as
+    memtier and hudi-rs read it) holds every row flushed before the call."""
+    c = InProcessCluster(str(tmp_path), services={"services.check-interval": "1ms",
+                                                  "services.compaction-log-files": "2",
+                                                  "services.compaction-log-fraction": "100"})
+    c.add_server("ts-0")
+    client = c.client()
+    client.create_table("t", SCHEMA, record_key="id", ordering_field="ts", partition_fields="city", buckets=2)
+    pool = _Pool(c)
+    stop, errors = threading.Event(), []
+
+    def policy() -> None:
+        while not stop.is_set():
+            try:
+                c.master.check_services()
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+    checker = threading.Thread(target=policy)
+    checker.start()
+    joined = planned = 0
+    try:
+        for r in range(25):
+            ids = [(r * 11 + i) % 60 for i in range(30)]
+            for part in (ids, [i for i in ids if i % 2]):  # city=a's slices get a second log file
+                client.write("t", _batch(part, r))
+                client.flush("t")
+            before = client.read("t")
+            request = client.compact("t")
+            if request is None:  # the policy compacted everything before the call
+                continue
+            assert request["state"] == "completed", request
+            joined += sum(1 for t in request["tasks"] if t["joined"])
+            planned += sum(1 for t in request["tasks"] if not t["joined"])
+            assert rows(client.read("t", mode="read_optimized")) == rows(before), r
+            assert rows(hudi_rs_read(os.path.join(c.root, "tables", "t"), "read_optimized"), DATA) == \
+                rows(before, DATA), r
+    finally:
+        stop.set()
+        checker.join()
+        pool.close()
+        c.close()
+    assert not errors, errors
+    assert joined and planned, (joined, planned)  # both paths were taken
+
+
+@pytest.mark.parametrize("kind", ["clean", "clustering"])
+def test_clean_and_cluster_wait_for_a_pending_one_then_run_their_own(cluster, kind) -> None:
+    cluster.master.set_services("t", {"services.clean-retain-versions": "1"})
+    for round_ in range(2):
+        _write_rounds(cluster, 2, start=2 * round_)
+        _run(cluster, "compaction")
+    pending = cluster.master.services.schedule("t", kind, force=True)  # as the policy would
+    assert pending is not None
+    client = cluster.client()
+    call = client.clean if kind == "clean" else client.cluster
+    request = _call_with_the_pool_paused(cluster, lambda: call("t"))
+    assert request["state"] == "completed", request
+    assert (request["tasks"][0]["instant"], request["tasks"][0]["joined"]) == (pending.instant, True)
+    if kind == "clustering":  # the partitions rewritten again, by a clustering of its own
+        assert [t["joined"] for t in request["tasks"]] == [True, False]

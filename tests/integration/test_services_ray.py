@@ -73,7 +73,7 @@ def test_a_pool_actor_killed_mid_compaction_leaves_the_table_readable_and_the_ne
         client.flush("big")
     expected = rows(client.read("big", columns=["id", "ts"]))
     path = os.path.join(cluster.path, "tables", "big")
-    task = client.compact("big", wait=False)
+    task = client.compact("big", wait=False)["tasks"][0]
     inflight = os.path.join(path, ".hoodie", f"{task['instant']}.compaction.inflight")
     completed = os.path.join(path, ".hoodie", f"{task['instant']}.commit")
     wait_until(lambda: os.path.exists(inflight), "the compaction to start", timeout=60)
@@ -157,3 +157,25 @@ def test_pool_actors_run_only_on_cpu_time_nobody_else_wants(cluster) -> None:
     assert _policies(pids["svc-0"]) == {os.SCHED_IDLE}
     assert os.SCHED_IDLE not in _policies(pids["ts-0"])
     assert os.SCHED_IDLE not in _policies(os.getpid())  # clients keep theirs
+
+
+def test_compact_racing_the_policy_returns_with_every_slice_compacted(cluster, capsys) -> None:
+    """The policy (due at one log file, checking every 200 ms) races each manual compact,
+    through the client and through `memtier compact`: each returns with the read-optimized
+    view holding every row flushed before it was called."""
+    client = cluster.client()
+    client.create_table("race", SCHEMA, record_key="id", ordering_field="ts", buckets=2)
+    client.set_services("race", {"services.compaction-log-files": "1"})
+    path = os.path.join(cluster.path, "tables", "race")
+    for r in range(8):
+        client.write("race", _batch(np.arange(r * 10, r * 10 + 100), r))
+        client.flush("race")
+        before = rows(client.read("race"))
+        if r % 2:
+            assert main(["compact", "race", "--address", cluster.address]) == 0
+            capsys.readouterr()
+        else:
+            request = client.compact("race")
+            assert request is None or request["state"] == "completed", request
+        assert rows(hudi_rs_read(path, "read_optimized")) == before, r
+        assert rows(client.read("race", mode="read_optimized")) == before, r

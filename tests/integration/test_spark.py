@@ -2,8 +2,8 @@
 table servers over Flight): batch reads equal ``client.read`` and a model with rows in
 files, memory and WAL-only blocks at once; the streaming sink survives failed and
 replayed micro-batches exactly once; the change feed resumes from its checkpoint missing
-and repeating nothing; backfills land in files, merge by ordering value and lose cleanly
-on a conflict."""
+and repeating nothing; backfills land in files beside the tier's flushes and merge by
+ordering value (tests/integration/test_log_write_order.py interleaves them step by step)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from memtier.client import Transaction
-from memtier.errors import CommitFailedError
 from tests.support.hudirs import hudi_rs_read
 from tests.support.rpccluster import RpcCluster
 
@@ -319,9 +318,10 @@ def test_backfill_writes_files_directly_and_merges_by_ordering_value(
     assert client.read(table).sort_by("id").equals(remaining)
 
 
-def test_backfill_that_lost_to_a_flush_fails_and_leaves_nothing(cluster: RpcCluster) -> None:
+def test_backfill_and_a_flush_into_the_same_file_groups_both_commit(cluster: RpcCluster) -> None:
     """The write and commit steps of a backfill, run here as Spark runs them, with a
-    table-server flush into the same file groups committed in between."""
+    table-server flush into the same file groups committed in between: both land, merged
+    by ordering value (the flush's ts 2 loses to the backfill's 7 on every key)."""
     from memtier.spark.backfill import Backfill
     from memtier.spark.options import BACKFILL, SourceOptions
 
@@ -332,15 +332,14 @@ def test_backfill_that_lost_to_a_flush_fails_and_leaves_nothing(cluster: RpcClus
     options = SourceOptions.parse({"table": table, "address": cluster.address}, BACKFILL, "batch write")
     backfill = Backfill(options, SCHEMA.names)
     message = backfill.write(iter(rows(range(0, 40), 7).to_batches()))
-    client.write(table, rows(range(0, 40), 2))
-    client.flush(table)  # a streaming flush into the same file groups wins
-    with pytest.raises(CommitFailedError, match="conflicts"):
-        backfill.commit([message])
-    path = Path(client.describe(table)["path"])
-    written = [s["path"] for s in message.stats]
-    assert written and not any((path / p).exists() for p in written)
-    assert client.read(table).sort_by("id").equals(rows(range(0, 40), 2))
-    assert hudi_rs_read(str(path)).select(SCHEMA.names).sort_by("id").equals(rows(range(0, 40), 2))
+    client.write(table, rows(range(20, 60), 2))
+    client.flush(table)  # a streaming flush into the same file groups
+    backfill.commit([message])
+    backfill.abort([message])  # (were Spark to call it now: nothing to undo, no error)
+    expected = model_of(rows(range(0, 40), 1), rows(range(20, 60), 2), rows(range(0, 40), 7))
+    path = client.describe(table)["path"]
+    assert client.read(table).sort_by("id").equals(expected)
+    assert hudi_rs_read(path).select(SCHEMA.names).sort_by("id").equals(expected)
 
 
 def test_change_feed_under_a_processing_time_trigger_picks_up_new_commits(
@@ -373,3 +372,31 @@ def test_change_feed_under_a_processing_time_trigger_picks_up_new_commits(
     finally:
         query.stop()
     assert _consumed(out).equals(model_of(*written))
+
+
+def test_change_feed_waits_for_a_pending_backfill_then_has_its_rows(
+    cluster: RpcCluster, spark: Any, tmp_path: Path
+) -> None:
+    """A backfill completes under its instant, earlier than the flushes that completed
+    while it ran: the feed goes no further than the instants before it until it completes,
+    so no consumer moves past its rows."""
+    from memtier.spark.backfill import Backfill
+    from memtier.spark.options import BACKFILL, SourceOptions
+
+    client = cluster.client()
+    table = new_table(cluster)
+    first = rows(range(0, 20), 1)
+    client.write(table, first)
+    client.flush(table)
+    backfill = Backfill(SourceOptions.parse({"table": table, "address": cluster.address}, BACKFILL, "batch write"),
+                        SCHEMA.names)
+    message = backfill.write(iter(rows(range(100, 120), 1).to_batches()))
+    later = rows(range(20, 40), 1)
+    client.write(table, later)
+    client.flush(table)  # completes while the backfill is pending, under a later instant
+    out = tmp_path / "out"
+    _consume(spark, table, tmp_path / "ckpt", out)
+    assert _consumed(out).equals(first)  # not past the pending backfill
+    backfill.commit([message])
+    _consume(spark, table, tmp_path / "ckpt", out)
+    assert _consumed(out).equals(model_of(first, later, rows(range(100, 120), 1)))
