@@ -202,6 +202,23 @@ def _change(meta: TableMeta, group: FlushGroup, rows: pa.Table) -> FileGroupChan
     )
 
 
+def _by_current_group(view: FileSystemView, work: Sequence[tuple[FlushGroup, pa.Table]]) -> list[tuple[FlushGroup, pa.Table]]:
+    """The rows of each file group they go to now: a clustering may have moved a bucket to
+    a new file group, and a table server may hold blocks of both (written before it heard
+    of the move, or recovered from a WAL, and after): their rows become one change, the
+    older file group's first, in the order they were written. Two changes would be two
+    log files of one flush, which every reader orders by write token, not by write: the
+    older rows could win (found by the chaos soak: deleted keys came back)."""
+    merged: dict[tuple[str, str], tuple[FlushGroup, list[pa.Table]]] = {}
+    for group, rows in work:
+        target = (group.partition, view.current_group(group.partition, group.file_id))
+        if target in merged:
+            merged[target][1].append(rows)
+        else:
+            merged[target] = (dataclasses.replace(group, file_id=target[1]), [rows])
+    return [(group, tables[0] if len(tables) == 1 else pa.concat_tables(tables)) for group, tables in merged.values()]
+
+
 class FlushJob:
     """One flush at ``instant``: ``tables[i]`` holds the rows of ``groups[i]`` in write order."""
 
@@ -218,12 +235,9 @@ class FlushJob:
         rewriting refuses the flush (:class:`CommitFailedError`: it waits for the
         clustering; nothing was written)."""
         meta = self._meta
-        changes = [c for c in (_change(meta, g, t) for g, t in self._work) if c is not None]
         timeline = meta.timeline()
         view = FileSystemView.build(meta.io, meta.base_path, timeline)
-        changes = [  # a clustering may have moved a bucket to a new file group
-            dataclasses.replace(c, file_id=view.current_group(c.partition_path, c.file_id)) for c in changes
-        ]
+        changes = [c for c in (_change(meta, g, t) for g, t in _by_current_group(view, self._work)) if c is not None]
         clustered = sorted({(c.partition_path, c.file_id) for c in changes} & set(view.pending_clustering))
         if clustered:
             raise CommitFailedError(f"a clustering of {clustered} began; the flush waits for it")

@@ -434,3 +434,32 @@ def test_clean_and_cluster_wait_for_a_pending_one_then_run_their_own(cluster, ki
     assert (request["tasks"][0]["instant"], request["tasks"][0]["joined"]) == (pending.instant, True)
     if kind == "clustering":  # the partitions rewritten again, by a clustering of its own
         assert [t["joined"] for t in request["tasks"]] == [True, False]
+
+
+def test_a_flush_of_blocks_of_a_clustered_file_group_and_of_its_successor_writes_one_log_file(cluster) -> None:
+    """A table server can hold blocks of a file group a clustering replaced (written
+    before it heard of it, or recovered from the WAL, here) and of the one that took its
+    bucket: one flush of both is one change, in write order, one log file (two log files
+    of one instant are ordered by write token, not by write: found by the chaos soak, a
+    deleted key came back)."""
+    client = cluster.client()
+    client.write("t", _batch([1, 3, 5], 1))
+    client.flush("t")
+    _run(cluster, "clustering")
+    client.write("t", _batch([1, 3], 2))  # to the replaced file group: the server has not flushed since
+    client.delete("t", {"id": [3], "city": ["a"]})
+    cluster.restart_server("ts-0")  # its blocks come back from the WAL under the old file id
+    client = cluster.client()
+    client.write("t", _batch([3, 5], 3))  # to the file group that holds the bucket now
+    client.delete("t", {"id": [1], "city": ["a"]})
+    before = {f.name for f in _files(cluster)}
+    [instant] = client.flush("t")
+    logs = [f for f in _files(cluster) if f.name not in before and isinstance(f, LogFile)]
+    by_group: dict[str, int] = {}
+    for log in logs:
+        by_group[log.file_id] = by_group.get(log.file_id, 0) + 1
+    assert by_group and max(by_group.values()) == 1, logs
+    expected = {(3, 3), (5, 3)}
+    assert {(r["id"], r["ts"]) for r in client.read("t").to_pylist()} == expected
+    assert {(r["id"], r["ts"]) for r in hudi_rs_read(_path(cluster)).to_pylist()} == expected
+    assert instant in _instants(cluster)[-1]
