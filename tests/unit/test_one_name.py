@@ -51,12 +51,17 @@ def _setting(cls: type, key: str) -> Setting:
 
 
 def test_only_config_py_reads_the_environment() -> None:
+    """Setting a variable for a child process (``os.environ[name] = value``) is no read."""
     readers = []
     for path in _package():
         if path.name == "config.py" and path.parent.name == "memtier":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        written = {id(target.value) for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                   for target in node.targets if isinstance(target, ast.Subscript)}
+        for node in ast.walk(tree):
             named = (isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "environb")
+                     and id(node) not in written
                      or isinstance(node, ast.ImportFrom) and node.module == "os"
                      and any(a.name in ("environ", "getenv", "environb") for a in node.names))
             if named:
