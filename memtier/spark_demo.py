@@ -248,11 +248,12 @@ def _stream(spark: SparkSession, client: Client, table: str, options: DemoOption
     each micro-batch back as Spark completes it; stop it between micro-batches."""
     source = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", options.rows_per_batch)
               .option("numPartitions", 2).load())
-    query = (_as_demo_rows(source, key_space).writeStream.format("memtier").option("table", table)
-             .option("checkpointLocation", str(checkpoint)).trigger(processingTime=f"{TRIGGER:g} seconds")
-             .start())
+    writer = (_as_demo_rows(source, key_space).writeStream.format("memtier").option("table", table)
+              .option("checkpointLocation", str(checkpoint)).trigger(processingTime=f"{TRIGGER:g} seconds"))
     console.step(f'streaming: readStream.format("rate-micro-batch") -> writeStream.format("memtier"), '
                  f"{options.rows_per_batch:,} rows a micro-batch every {TRIGGER:g} s")
+    with console.task("starting the query (Spark plans format(\"memtier\") in a Python process of its own)"):
+        query = writer.start()
     try:
         with console.task("the first micro-batch (Spark starts its Python workers)"):
             first = _first_batch(query, time.monotonic() + FIRST_BATCH_TIMEOUT)
