@@ -162,8 +162,11 @@ def _start(args: argparse.Namespace) -> int:
         console.note(f"data:    {cluster.path}")
         console.note(f"tables:  {', '.join(tables) if tables else 'none yet'}")
         console.note(f'Python:  client = memtier.connect("{cluster.address}"{token})')
+        console.note(f'Spark:   memtier.spark.register(spark, address="{cluster.address}"{token})')
         console.note(f"status:  memtier status --address {cluster.address}" + (" --token ..." if token else ""))
-        console.note(f"         (or export MEMTIER_CLUSTER_ADDRESS={cluster.address})")
+        console.note(f"         or export MEMTIER_CLUSTER_ADDRESS={cluster.address}"
+                     + (" and MEMTIER_CLUSTER_TOKEN" if token else "")
+                     + ": the memtier command, memtier.connect() and Spark's format(\"memtier\") read it")
         console.note("Ctrl-C stops the cluster.")
         _wait_for_stop_signal()
     finally:
