@@ -35,8 +35,9 @@ _MVN_DOWNLOADED = re.compile(rf"^Downloaded from \S+: (\S+) \({_SIZE}")
 _MVN_PROGRESS = re.compile(r"^Progress \(\d+\): (.+?)\s*$")
 _APT_GET = re.compile(rf"^Get:\d+ \S+ \S+ \S+ (\S+) .* \[{_SIZE}\]")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-#: A plain (not terminal) log gets a progress line this often.
+#: A plain (not terminal) log gets a progress line this often; a terminal's is redrawn at most this often.
 PLAIN_EVERY = 10.0
+TTY_EVERY = 0.1
 TAIL_LINES = 40
 
 
@@ -84,7 +85,7 @@ class Progress:
         elif m := _PIP_STEP.match(line):
             self.phase = f"{self._package}: {m[1][0].lower()}{m[1][1:]}"
         elif m := _PIP_INSTALLING.match(line):
-            self.phase = f"installing {len(m[1].split(','))} packages"
+            self.phase = f"installing {_count(len(m[1].split(',')), 'package')}"
         elif m := _MVN_DOWNLOADING.match(line):
             self._start(m[1], 0.0, "")
         elif m := _MVN_DOWNLOADED.match(line):
@@ -107,11 +108,15 @@ class Progress:
             self._file, self._size, self.current = "", 0.0, ""
 
     def line(self, seconds: float) -> str:
-        text = f"{seconds:4.0f} s  {self.files} files, {human(self.downloaded)} downloaded"
+        text = f"{seconds:4.0f} s  {_count(self.files, 'file')}, {human(self.downloaded)} downloaded"
         if self.cached:
             text += f", {self.cached} from the cache"
         now = self.current or self.phase
         return f"{text}; {now}" if now else text
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" if n == 1 else f"{n} {thing}s"
 
 
 def _short(url: str) -> str:
@@ -125,18 +130,20 @@ class Display:
     def __init__(self) -> None:
         self.tty = sys.stdout.isatty()
         self.started = time.monotonic()
-        self._shown = ""
-        self._plain_at = self.started
+        self._shown = ""  # the plain line printed last
+        self._plain_at = self.started  # when a line was last written
 
     def show(self, progress: Progress, final: bool = False) -> None:
-        text = "    " + progress.line(time.monotonic() - self.started)
-        if self.tty:
+        now = time.monotonic()
+        text = "    " + progress.line(now - self.started)
+        if self.tty and (final or now - self._plain_at >= TTY_EVERY):
+            self._plain_at = now
             width = shutil.get_terminal_size().columns - 1
             sys.stdout.write("\r" + text[:width] + "\033[K" + ("\n" if final else ""))
-        elif final or (time.monotonic() - self._plain_at >= PLAIN_EVERY and text != self._shown):
-            self._plain_at = time.monotonic()
+        elif not self.tty and (final or (now - self._plain_at >= PLAIN_EVERY and text != self._shown)):
+            self._plain_at = now
             sys.stdout.write(text + "\n")
-        self._shown = text
+            self._shown = text
         sys.stdout.flush()
 
 
@@ -164,6 +171,7 @@ def run(command: list[str]) -> int:
     if pending:
         tail.append(pending.decode(errors="replace"))
     code = process.wait()
+    progress.current, progress.phase = "", "done" if code == 0 else "failed"
     display.show(progress, final=True)
     if code != 0:
         print(f"    failed (exit code {code}): {' '.join(command)}", file=sys.stderr)

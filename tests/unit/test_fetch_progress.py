@@ -47,6 +47,8 @@ def test_pip_downloads_with_and_without_progress_and_the_cache(progress: ModuleT
     assert state.line(9) == "   9 s  2 files, 45.5 MB downloaded, 1 from the cache; numpy: preparing metadata (pyproject.toml)"
     state.feed("Installing collected packages: pyarrow-hotfix, numpy, hudi")
     assert state.line(12).endswith("; installing 3 packages")
+    state.feed("Installing collected packages: hudi")
+    assert state.line(13).endswith("; installing 1 package")
 
 
 def test_mvn_counts_what_arrived_and_shows_the_file_on_its_way(progress: ModuleType) -> None:
@@ -58,10 +60,10 @@ def test_mvn_counts_what_arrived_and_shows_the_file_on_its_way(progress: ModuleT
         f"Downloading from central: {url}",
         "Progress (1): 1.2/821 MB",
     ])
-    assert state.line(5) == "   5 s  1 files, 18 kB downloaded; trino-server-476.tar.gz 1.2/821 MB"
+    assert state.line(5) == "   5 s  1 file, 18 kB downloaded; trino-server-476.tar.gz 1.2/821 MB"
     state.feed("Downloading from central: https://repo.maven.apache.org/maven2/org/b/missing-1.jar")
     state.feed("[ERROR] Failed to execute goal")  # a file that never came is not counted
-    assert state.line(6).startswith("   6 s  1 files, 18 kB downloaded")
+    assert state.line(6).startswith("   6 s  1 file, 18 kB downloaded")
 
 
 def test_apt_get_counts_each_package_it_gets(progress: ModuleType) -> None:
