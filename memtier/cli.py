@@ -112,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="how long each phase streams, at full speed then at half that rate (default: 5); "
                            "with --spark, how long the stream is measured (default: 15)")
     demo.add_argument("--rows-per-batch", type=_positive(int), metavar="N",
-                      help="rows per write (default: 1000); with --spark, per micro-batch (default: 20000)")
+                      help="rows per write (default: 1000); with --spark, per micro-batch (default: 100000)")
     demo.set_defaults(run=_demo)
     return parser
 
