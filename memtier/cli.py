@@ -5,7 +5,7 @@
     memtier compact|cluster|clean TABLE [--address ...] [--token T] [--no-wait]
     memtier sync-catalog [TABLE ...] [--metastore DIR|thrift://HOST:PORT] [--database DB] [--address ...] [--token T]
     memtier sync-catalog --path HUDI_TABLE [--name NAME] --metastore DIR|thrift://HOST:PORT [--database DB]
-    memtier demo   [--path DIR] [--seconds S] [--rows-per-batch N]
+    memtier demo   [--spark] [--path DIR] [--seconds S] [--rows-per-batch N]
 
 Exit codes: 0 success; 1 the command ran and failed; 2 it could not run as asked (a
 usage error, a bad setting, nothing answering at the address); 130 interrupted.
@@ -104,11 +104,15 @@ def _parser() -> argparse.ArgumentParser:
     sync.set_defaults(run=_sync_catalog)
 
     demo = commands.add_parser("demo", help="stream upserts, watch freshness, read the Hudi table with hudi-rs")
+    demo.add_argument("--spark", action="store_true",
+                      help='the pipeline on Spark: a streaming query into format("memtier"), a backfill, '
+                           "a compaction (needs PySpark and Java)")
     demo.add_argument("--path", help="where the demo's data goes (default: a new temporary directory)")
-    demo.add_argument("--seconds", type=_positive(float), default=5.0,
-                      help="how long each phase streams, at full speed then at half that rate (default: %(default)s)")
-    demo.add_argument("--rows-per-batch", type=_positive(int), default=1000, metavar="N",
-                      help="rows per write (default: %(default)s)")
+    demo.add_argument("--seconds", type=_positive(float), metavar="S",
+                      help="how long each phase streams, at full speed then at half that rate (default: 5); "
+                           "with --spark, how long the stream is measured (default: 15)")
+    demo.add_argument("--rows-per-batch", type=_positive(int), metavar="N",
+                      help="rows per write (default: 1000); with --spark, per micro-batch (default: 100000)")
     demo.set_defaults(run=_demo)
     return parser
 
@@ -158,8 +162,11 @@ def _start(args: argparse.Namespace) -> int:
         console.note(f"data:    {cluster.path}")
         console.note(f"tables:  {', '.join(tables) if tables else 'none yet'}")
         console.note(f'Python:  client = memtier.connect("{cluster.address}"{token})')
+        console.note(f'Spark:   memtier.spark.register(spark, address="{cluster.address}"{token})')
         console.note(f"status:  memtier status --address {cluster.address}" + (" --token ..." if token else ""))
-        console.note(f"         (or export MEMTIER_CLUSTER_ADDRESS={cluster.address})")
+        console.note(f"         or export MEMTIER_CLUSTER_ADDRESS={cluster.address}"
+                     + (" and MEMTIER_CLUSTER_TOKEN" if token else "")
+                     + ": the memtier command, memtier.connect() and Spark's format(\"memtier\") read it")
         console.note("Ctrl-C stops the cluster.")
         _wait_for_stop_signal()
     finally:
@@ -288,11 +295,18 @@ def _sync_catalog(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from memtier.demo import DemoOptions, run_demo
+    from memtier.demo import DemoOptions
 
+    if args.spark:
+        from memtier.spark_demo import ROWS_PER_BATCH, SECONDS
+        from memtier.spark_demo import run_spark_demo as run
+    else:
+        from memtier.demo import ROWS_PER_BATCH, SECONDS
+        from memtier.demo import run_demo as run
     path = os.path.abspath(args.path or tempfile.mkdtemp(prefix="memtier-demo-"))
-    options = DemoOptions(path, args.seconds, args.rows_per_batch, temporary=args.path is None)
-    return run_demo(options, Console())
+    options = DemoOptions(path, args.seconds or SECONDS, args.rows_per_batch or ROWS_PER_BATCH,
+                          temporary=args.path is None)
+    return run(options, Console())
 
 
 if __name__ == "__main__":

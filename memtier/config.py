@@ -50,17 +50,24 @@ class Setting:
     key: str
     parse: Callable[[str], Any]
     doc: str
+    #: Older names of :attr:`env`, still read when it is not set.
+    env_aliases: tuple[str, ...] = ()
 
     @property
     def env(self) -> str:
         """The environment variable that sets this key."""
         return "MEMTIER_" + re.sub(r"[.\-]", "_", self.key).upper()
 
+    def from_environ(self, environ: Mapping[str, str]) -> tuple[str, str] | None:
+        """``(variable, value)`` of the first of :attr:`env` and its aliases that is set."""
+        return next(((name, environ[name]) for name in (self.env, *self.env_aliases) if name in environ), None)
 
-def setting(key: str, default: T, parse: Callable[[str], T], doc: str) -> T:
-    """A dataclass field declared together with its config key and parser."""
+
+def setting(key: str, default: T, parse: Callable[[str], T], doc: str, *, env_aliases: tuple[str, ...] = ()) -> T:
+    """A dataclass field declared together with its config key and parser (and, for a
+    renamed variable, the old names the environment may still use)."""
     return dataclasses.field(
-        default=default, metadata={"setting": Setting(key, parse, doc)}
+        default=default, metadata={"setting": Setting(key, parse, doc, env_aliases)}
     )
 
 
@@ -83,13 +90,15 @@ def load(
         if spec is None:
             continue
         known.add(spec.key)
-        raw = options.get(spec.key, environ.get(spec.env))
+        variable, raw = spec.env, options.get(spec.key)
+        if raw is None:
+            variable, raw = spec.from_environ(environ) or (spec.env, None)
         if raw is None:
             continue
         try:
             values[field.name] = spec.parse(raw)
         except (ValueError, KeyError) as e:
-            raise InvalidArgumentError(f"config {spec.key} (env {spec.env}) = {raw!r}: {e}") from e
+            raise InvalidArgumentError(f"config {spec.key} (env {variable}) = {raw!r}: {e}") from e
     prefixes = {key.split(".", 1)[0] + "." for key in known}
     unknown = sorted(k for k in options if k not in known and k.startswith(tuple(prefixes)))
     if unknown:
@@ -334,7 +343,9 @@ class ClusterConfig:
         "cluster.address",
         None,
         str,
-        "the master's address (grpc://host:port) that memtier.connect() uses by default",
+        "the master's address (grpc://host:port) that memtier.connect(), the memtier command and "
+        "Spark's format(\"memtier\") use by default",
+        env_aliases=("MEMTIER_ADDRESS",),
     )
     service_cpus: CpuSet = setting(
         "cluster.service-cpus",

@@ -13,8 +13,10 @@ import importlib.util
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +27,11 @@ from memtier.errors import MemtierError
 from memtier.gcpauses import freeze_startup
 from memtier.placement import available
 
-__all__ = ["SCHEMA", "DemoOptions", "Upserts", "run_demo", "table_servers_for"]
+if TYPE_CHECKING:
+    from memtier.cluster import LocalCluster
+
+__all__ = ["ROWS_PER_BATCH", "SCHEMA", "SECONDS", "DemoOptions", "StreamStats", "Upserts", "check_with_hudi_rs",
+           "free_name", "local_cluster", "run_demo", "show_readers", "show_timeline", "table_servers_for"]
 
 SCHEMA = pa.schema([
     ("id", pa.int64()),
@@ -40,13 +46,16 @@ BUCKETS = 4
 KEY_SPACE_IN_BATCHES = 100
 #: How long an acknowledged row may stay invisible before the demo calls it a failure.
 VISIBILITY_TIMEOUT = 10.0
+#: How long each phase streams, and rows a write, unless told otherwise.
+SECONDS = 5.0
+ROWS_PER_BATCH = 1000
 
 
 @dataclass(frozen=True)
 class DemoOptions:
     path: str
-    seconds: float = 5.0
-    rows_per_batch: int = 1000
+    seconds: float = SECONDS
+    rows_per_batch: int = ROWS_PER_BATCH
     temporary: bool = False  # path is a fresh temp dir (said so in the output)
 
 
@@ -114,8 +123,10 @@ class AckBoard:
 
 @dataclass
 class StreamStats:
-    """What the writer and the reader measured; thread-safe."""
+    """What the writer and the reader measured; thread-safe. ``unit`` names what is
+    acknowledged: a write, or a micro-batch of a Spark stream."""
 
+    unit: str = "acks"
     acks: int = 0
     rows: int = 0
     ack_seconds: list[float] = field(default_factory=list)
@@ -123,9 +134,10 @@ class StreamStats:
     first_read: int = 0  # probes that saw their row on the first read
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def acked(self, rows: int, seconds: float) -> None:
+    def acked(self, rows: int, seconds: float, count: int = 1) -> None:
+        """``count`` acknowledgements of ``rows`` rows in all, the last after ``seconds``."""
         with self._lock:
-            self.acks += 1
+            self.acks += count
             self.rows += rows
             self.ack_seconds.append(seconds)
 
@@ -139,7 +151,9 @@ class StreamStats:
         with self._lock:
             acks, rows, fresh = self.acks, self.rows, list(self.freshness)
         rate = max(seconds, 1e-9)
-        text = f"{seconds:4.1f} s  {acks / rate:,.0f} acks/s  {rows / rate:,.0f} rows/s  freshness "
+        per_second = acks / rate
+        text = (f"{seconds:4.1f} s  {per_second:,.{0 if per_second >= 10 else 1}f} {self.unit}/s  "
+                f"{rows / rate:,.0f} rows/s  freshness ")
         if not fresh:
             return text + "(no read yet)"
         p50, p99 = np.percentile(fresh, [50, 99])
@@ -196,7 +210,7 @@ def _read_loop(client: Client, table: str, board: AckBoard, stats: StreamStats, 
                 raise MemtierError(f"key {ack.key} acknowledged {now - ack.at:.1f} s ago is still not readable")
 
 
-def _free_name(existing: list[str], base: str = "demo") -> str:
+def free_name(existing: list[str], base: str = "demo") -> str:
     """``base``, or ``base_2``, ``base_3``... when a table of that name exists (a re-run on
     the same ``--path``)."""
     taken = set(existing)
@@ -210,8 +224,9 @@ def table_servers_for(cpus: int) -> int:
     return max(1, min(2, cpus // 2))
 
 
-def run_demo(options: DemoOptions, console: Console) -> int:
-    """Run every step; 0 when hudi-rs reads exactly the rows memtier served, else 1."""
+@contextmanager
+def local_cluster(options: DemoOptions, console: Console) -> Iterator[LocalCluster]:
+    """A cluster on this machine for the demo's data directory, stopped at the end."""
     from memtier.cluster import start_local
 
     kind = "a new temporary directory" if options.temporary else "from --path"
@@ -221,19 +236,27 @@ def run_demo(options: DemoOptions, console: Console) -> int:
         cluster = start_local(options.path, table_servers=servers)
     console.note(f"master at {cluster.address}")
     try:
-        writer, reader = cluster.client(), cluster.client()
-        freeze_startup()  # Ray's driver state and the imports: no full collection walks them mid-stream
-        path, served = _stream_and_flush(writer, reader, options, console)
+        yield cluster
     finally:
         with console.task("stopping the cluster"):
             cluster.shutdown()
-    _show_timeline(path, console)
-    return _check_with_hudi_rs(path, served, console)
+
+
+def run_demo(options: DemoOptions, console: Console) -> int:
+    """Run every step; 0 when hudi-rs reads exactly the rows memtier served, else 1."""
+    with local_cluster(options, console) as cluster:
+        writer, reader = cluster.client(), cluster.client()
+        freeze_startup()  # Ray's driver state and the imports: no full collection walks them mid-stream
+        path, served = _stream_and_flush(writer, reader, options, console)
+    show_timeline(path, console)
+    same = check_with_hudi_rs(path, served, console)
+    show_readers(path, console)
+    return 0 if same else 1
 
 
 def _stream_and_flush(writer: Client, reader: Client, options: DemoOptions,
                       console: Console) -> tuple[str, pa.Table]:
-    table = _free_name(writer.list_tables())
+    table = free_name(writer.list_tables())
     created = writer.create_table(table, SCHEMA, record_key="id", ordering_field="ts",
                                   partition_fields="city", buckets=BUCKETS)
     console.step(f"created table {table!r}: id int64 (record key), ts int64 (ordering), name string, "
@@ -295,7 +318,8 @@ def _stream(writer: Client, reader: Client, table: str, upserts: Upserts, second
     return stats
 
 
-def _show_timeline(path: str, console: Console) -> None:
+def show_timeline(path: str, console: Console) -> None:
+    """The table's Hudi timeline: each completed instant, its action, files and records."""
     from memtier.hudi import HudiTable
 
     hudi = HudiTable.open(path)
@@ -326,10 +350,12 @@ def _read_with_hudi_rs(path: str) -> pa.Table:
     return pa.Table.from_batches(batches).select(SCHEMA.names).cast(SCHEMA)
 
 
-def _check_with_hudi_rs(path: str, served: pa.Table, console: Console) -> int:
+def check_with_hudi_rs(path: str, served: pa.Table, console: Console) -> bool:
+    """Read the Hudi table with hudi-rs and compare it with ``served``, the rows memtier
+    read; whether they are the same (or hudi-rs is not installed, said so)."""
     if importlib.util.find_spec("hudi") is None:
         console.step("skipped the hudi-rs read: the hudi package is not installed (pip install hudi)")
-        return 0
+        return True
     with console.task("reading it with hudi-rs (no memtier, no cluster)"):
         theirs = _read_with_hudi_rs(path)
     ours = served.select(SCHEMA.names).cast(SCHEMA).sort_by("id")
@@ -342,10 +368,14 @@ def _check_with_hudi_rs(path: str, served: pa.Table, console: Console) -> int:
     sample = theirs.slice(0, 5).to_pylist()
     for line in render_table(SCHEMA.names, [[r[n] for n in SCHEMA.names] for r in sample], right=(0, 1, 3)):
         console.note("  " + line)
+    return same
+
+
+def show_readers(path: str, console: Console) -> None:
+    """Where the Hudi table is, and how other readers open it."""
     console.step(f"the Hudi table is at {path}")
     console.note(f'hudi-rs: HudiTableBuilder.from_base_uri("{path}").build().read(HudiReadOptions())')
     console.note(f'Spark:   spark.read.format("hudi").load("{path}")   (with the Hudi Spark bundle)')
     console.note(f"Trino:   memtier sync-catalog --path {path} --metastore DIR  (registers it, prints the"
                  " catalog file; Trino's Hudi connector reads the base files: the read-optimized view)")
-    return 0 if same else 1
 

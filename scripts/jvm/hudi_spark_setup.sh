@@ -19,16 +19,16 @@ PYTHON="${PYTHON:-python3}"
 
 mkdir -p "$cache/jars"
 if [[ ! -x "$venv/bin/python" || ! -f "$venv/.requirements" || "$(cat "$venv/.requirements")" != "$requirements" ]]; then
-    echo "==> creating $venv with $requirements (about a minute the first time)" >&2
+    echo "==> creating $venv with $requirements (its 320 MB source built into a wheel: a minute or two the first time)" >&2
     "$PYTHON" -m venv "$venv"
     "$venv/bin/python" -m pip install -q --upgrade pip >&2
-    "$venv/bin/python" -m pip install -q "$requirements" >&2
+    "$PYTHON" scripts/progress.py "$venv/bin/python" -m pip install --progress-bar raw "$requirements" >&2
     echo "$requirements" > "$venv/.requirements"
 fi
 if [[ ! -s "$jar" ]]; then
-    echo "==> fetching $BUNDLE with mvn into $cache/jars" >&2
-    mvn -q -B dependency:copy -Dartifact="$BUNDLE" -DoutputDirectory="$cache/jars" \
-        -Dmdep.markersDirectory="$cache/markers" >&2
+    echo "==> fetching $BUNDLE (mvn, Maven Central, about 110 MB) into $cache/jars" >&2
+    "$PYTHON" scripts/progress.py mvn -Dstyle.color=never dependency:copy -Dartifact="$BUNDLE" \
+        -DoutputDirectory="$cache/jars" -Dmdep.markersDirectory="$cache/markers" >&2
 fi
 printf '{"python": "%s", "jar": "%s", "hudi": "%s", "spark": "%s"}\n' \
     "$venv/bin/python" "$jar" "$HUDI_VERSION" "$PYSPARK_VERSION"

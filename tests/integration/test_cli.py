@@ -44,6 +44,7 @@ def test_status_without_an_address_says_where_to_get_one(
     ["demo", "--seconds", "soon"],
     ["demo", "--seconds", "0"],
     ["demo", "--rows-per-batch", "-5"],
+    ["demo", "--spark", "--seconds", "0"],
     ["start", "--table-servers", "0"],
     ["start", "--config", "no-equals-sign"],
     ["status", "--timeout", "-1"],

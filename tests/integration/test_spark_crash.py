@@ -60,7 +60,7 @@ def _deduplicated(batches: list[pa.Table]) -> pa.Table:
 
 
 def _start_job(cluster: object, table: str, source: Path, checkpoint: Path, pause: float) -> subprocess.Popen[str]:
-    env = {**os.environ, "MEMTIER_ADDRESS": cluster.address, "PYTHONPATH": str(REPO)}  # type: ignore[attr-defined]
+    env = {**os.environ, "MEMTIER_CLUSTER_ADDRESS": cluster.address, "PYTHONPATH": str(REPO)}  # type: ignore[attr-defined]
     return subprocess.Popen(
         [sys.executable, "-m", "tests.support.spark_stream_job", table, str(source), str(checkpoint), str(pause)],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,

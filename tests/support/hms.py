@@ -1,7 +1,7 @@
 """A real Hive Metastore for tests: Apache Hive's standalone metastore server (3.1.3 or
 4.0.1), on embedded Derby in a temporary directory.
 
-``scripts/jvm/fetch_hms.sh`` (run by ``scripts/setup.sh``) puts both servers and their
+``scripts/jvm/fetch_hms.sh`` (run by ``scripts/test.sh``) puts both servers and their
 dependencies from Maven Central under ``.cache/hms/``. :func:`run_hms` starts it on
 loopback and a free port with a small heap (the machine is shared), waits until it answers
 a Thrift call, and at the end stops it by its PID (SIGTERM, then SIGKILL).
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: The versions scripts/jvm/fetch_hms.sh fetches: the last Hive 3 release, and Hive 4.
 VERSIONS = ("3.1.3", "4.0.1")
 START_DEADLINE_S = 180.0
-FETCH_HINT = "run scripts/jvm/fetch_hms.sh (scripts/setup.sh does)"
+FETCH_HINT = "run scripts/jvm/fetch_hms.sh (scripts/test.sh does)"
 
 
 @dataclass

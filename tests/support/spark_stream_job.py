@@ -1,6 +1,6 @@
 """A streaming ingest job in its own process (so a test can SIGKILL it mid-batch): input
 Parquet files, one per micro-batch, into a memtier table through ``format("memtier")``.
-The cluster comes from ``$MEMTIER_ADDRESS``.
+The cluster comes from ``$MEMTIER_CLUSTER_ADDRESS``.
 
     python -m tests.support.spark_stream_job TABLE SOURCE CHECKPOINT SECONDS_PER_BATCH
 """
@@ -24,7 +24,7 @@ def main() -> None:
     from tests.support.spark import local_session
 
     spark = local_session("memtier-stream-job")
-    memtier.spark.register(spark)  # the cluster named by $MEMTIER_ADDRESS
+    memtier.spark.register(spark)  # the cluster named by $MEMTIER_CLUSTER_ADDRESS
 
     def slow(value: int) -> int:
         if value % 500 == 0:

@@ -1,7 +1,7 @@
 """A real Trino server for tests and benches, with a Hudi catalog over a file metastore (and
 more catalogs added while it runs: ``CREATE CATALOG``, e.g. over a Hive Metastore).
 
-``scripts/fetch_trino.sh`` (run by ``scripts/setup.sh``) puts the server from Maven Central
+``scripts/fetch_trino.sh`` (run by ``scripts/test.sh``) puts the server from Maven Central
 under ``.cache/trino/`` and makes sure a Java it supports is present. :func:`run_trino`
 starts it on loopback and a free port with a small heap (the machine is shared), waits
 until it serves queries, and at the end stops it by its PID (SIGTERM, then SIGKILL).
@@ -37,7 +37,7 @@ MIN_JAVA = 24  # Trino 476 runs on Java 24 and later
 START_DEADLINE_S = 240.0
 NO_WORKER_WAIT_S = 60.0
 CATALOG = "memtier"
-FETCH_HINT = "run scripts/fetch_trino.sh (scripts/setup.sh does)"
+FETCH_HINT = "run scripts/fetch_trino.sh (scripts/test.sh does)"
 
 
 def _java_major(java: str) -> int:
