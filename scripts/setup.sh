@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create or reuse .venv with memtier and its dev extras (hudi-rs included), and make sure
 # Java (for Spark and the Hive Metastore) is present, the Trino and Presto servers and the Hive Metastore
-# the interop tests start are cached (scripts/fetch_trino.sh, scripts/jvm/fetch_hms.sh, scripts/jvm/fetch_presto.sh), and so are Apache Hudi on Spark's venv and bundle
+# the interop tests start are cached (scripts/fetch_trino.sh, scripts/jvm/fetch_hms.sh, scripts/jvm/fetch_presto.sh), and so is the HDFS the
+# HDFS tests start (scripts/jvm/fetch_hadoop.sh), and so are Apache Hudi on Spark's venv and bundle
 # (scripts/jvm/hudi_spark_setup.sh). Safe to run again: it only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,4 +36,5 @@ fi
 scripts/fetch_trino.sh
 scripts/jvm/fetch_hms.sh
 scripts/jvm/fetch_presto.sh
+scripts/jvm/fetch_hadoop.sh
 scripts/jvm/hudi_spark_setup.sh >/dev/null
