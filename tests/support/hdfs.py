@@ -42,9 +42,8 @@ START_DEADLINE_S = 120.0
 HEARTBEAT_S = 1
 RECHECK_MS = 2000
 
-#: What a client of this cluster passes to hdfs-native (``memtier.io.open_fileio``'s
-#: storage options): nothing beyond what memtier's HdfsFileIO sets itself.
-CLIENT_OPTIONS: dict[str, str] = {}
+#: The block size of the shared cluster's files: small, so that tests' files span blocks.
+TEST_BLOCK_SIZE = 4 << 20
 
 
 def _site(settings: dict[str, str]) -> str:
@@ -121,7 +120,8 @@ class HdfsCluster:
 
     @property
     def storage_options(self) -> dict[str, str]:
-        return dict(CLIENT_OPTIONS)
+        """What memtier's HdfsFileIO needs to know of this cluster: where WebHDFS is."""
+        return {"dfs.namenode.http-address": f"127.0.0.1:{self.http_port}"}
 
     # -- daemons ---------------------------------------------------------------------------
     def _start(self, daemon: Daemon) -> None:
@@ -206,7 +206,7 @@ def _find_java() -> str:
     return java
 
 
-def _configure(cluster: HdfsCluster, daemon: Daemon, settings: dict[str, str]) -> None:
+def _configure(cluster: HdfsCluster, daemon: Daemon, block_size: int, settings: dict[str, str]) -> None:
     conf = daemon.workdir / "conf"
     conf.mkdir(parents=True, exist_ok=True)
     (conf / "core-site.xml").write_text(_site({
@@ -217,6 +217,7 @@ def _configure(cluster: HdfsCluster, daemon: Daemon, settings: dict[str, str]) -
         "dfs.namenode.rpc-address": f"127.0.0.1:{cluster.rpc_port}",
         "dfs.namenode.http-address": f"127.0.0.1:{cluster.http_port}",
         "dfs.replication": "3",
+        "dfs.blocksize": str(block_size),
         "dfs.permissions.enabled": "false",
         "dfs.heartbeat.interval": str(HEARTBEAT_S),
         "dfs.namenode.heartbeat.recheck-interval": str(RECHECK_MS),
@@ -231,9 +232,11 @@ def _configure(cluster: HdfsCluster, daemon: Daemon, settings: dict[str, str]) -
 
 @contextlib.contextmanager
 def run_hdfs(datanodes: int = 3, *, version: str = VERSION, workdir: Path | None = None,
-             heap: str = "256m", datanode_heap: str = "160m") -> Iterator[HdfsCluster]:
+             block_size: int = 128 << 20, heap: str = "256m", datanode_heap: str = "160m",
+             ) -> Iterator[HdfsCluster]:
     """Format and run an HDFS until the context exits (see the module docstring); its
-    data lives in ``workdir`` (default: a new temporary directory, removed after)."""
+    data lives in ``workdir`` (default: a new temporary directory, removed after), files
+    in blocks of ``block_size`` bytes (at least 1 MiB)."""
     lib = REPO / ".cache" / "hadoop" / f"hadoop-{version}" / "lib"
     if not (lib.parent / ".complete").exists():
         raise RuntimeError(f"Hadoop {version} is missing: {FETCH_HINT}")
@@ -241,11 +244,11 @@ def run_hdfs(datanodes: int = 3, *, version: str = VERSION, workdir: Path | None
     workdir = Path(tempfile.mkdtemp(prefix="memtier-hdfs-")) if workdir is None else workdir
     nn = Daemon("namenode", "org.apache.hadoop.hdfs.server.namenode.NameNode", workdir / "namenode", heap)
     cluster = HdfsCluster(workdir, _find_java(), lib, servers.free_port(), servers.free_port(), nn)
-    _configure(cluster, nn, {"dfs.namenode.name.dir": f"file://{nn.workdir / 'name'}"})
+    _configure(cluster, nn, block_size, {"dfs.namenode.name.dir": f"file://{nn.workdir / 'name'}"})
     for i in range(datanodes):
         dn = Daemon(f"datanode-{i}", "org.apache.hadoop.hdfs.server.datanode.DataNode",
                     workdir / f"datanode-{i}", datanode_heap)
-        _configure(cluster, dn, {
+        _configure(cluster, dn, block_size, {
             "dfs.datanode.data.dir": f"file://{dn.workdir / 'data'}",
             "dfs.datanode.address": f"127.0.0.1:{servers.free_port()}",
             "dfs.datanode.http.address": f"127.0.0.1:{servers.free_port()}",
@@ -274,7 +277,7 @@ def hdfs() -> Iterator[HdfsCluster]:
     """One HDFS (a NameNode, three DataNodes) shared by the session's tests; tests that
     stop daemons start their own with :func:`run_hdfs`."""
     try:
-        with run_hdfs() as cluster:
+        with run_hdfs(block_size=TEST_BLOCK_SIZE) as cluster:
             yield cluster
     except RuntimeError as e:
         if "missing" in str(e):
