@@ -1,0 +1,177 @@
+"""memtier on a real HDFS end to end: the cluster root, its tables and the WAL
+(``cluster.wal-path``) on ``hdfs://``, table servers as Ray actors, and HDFS's own daemons
+killed under a write stream: a table server (its WAL segment left open on HDFS), a
+DataNode (the WAL's pipeline loses a replica), the NameNode (stopped, then started
+again). Apache Hudi on Spark reads the tables on HDFS (hudi-rs has no HDFS storage)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+
+from memtier.io import join
+from tests.integration.test_ray_cluster import RayHarness, _kill, _stream
+from tests.support.hdfs import TEST_BLOCK_SIZE, HdfsCluster, run_hdfs
+from tests.support.hudi_spark import HudiSpark
+from tests.support.scenario import SCHEMA, random_ops, run_scenario
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.hdfs, pytest.mark.ray]
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def hdfs_cluster() -> Iterator[HdfsCluster]:
+    """An HDFS of this module's own: its tests kill its daemons."""
+    with run_hdfs(block_size=TEST_BLOCK_SIZE) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(hdfs_cluster: HdfsCluster) -> Iterator[object]:
+    import memtier
+
+    running = memtier.start_local(
+        hdfs_cluster.url("memtier"), table_servers=2, storage_options=hdfs_cluster.storage_options,
+        config={"cluster.wal-path": hdfs_cluster.url("wal")},
+    )
+    yield running
+    running.shutdown()
+
+
+def _table(cluster: object, prefix: str, buckets: int = 4) -> tuple[str, str]:
+    client = cluster.client()  # type: ignore[attr-defined]
+    table = f"{prefix}_{uuid.uuid4().hex[:6]}"
+    path = join(cluster.path, "tables", table)  # type: ignore[attr-defined]
+    client.create_table(table, SCHEMA, record_key="id", ordering_field="ts", partition_fields="p",
+                        buckets=buckets, path=path)
+    return table, path
+
+
+def _settle(cluster: object, table: str, acked: list[int], spark: HudiSpark | None, path: str) -> None:
+    """Every acknowledged key there once in memtier's read, then flushed and read by
+    Apache Hudi on Spark from HDFS."""
+    client = cluster.client()  # type: ignore[attr-defined]
+    keys = client.read(table, columns=["id"]).column("id").to_pylist()
+    assert len(keys) == len(set(keys)), "a key appears twice"
+    assert set(acked) <= set(keys), f"{len(set(acked) - set(keys))} acknowledged rows lost"
+    client.flush(table)
+    if spark is not None:
+        flushed = spark.read(path).column("id").to_pylist()
+        assert len(flushed) == len(set(flushed)) and set(acked) <= set(flushed)
+
+
+def test_the_wal_and_the_tables_live_on_hdfs(cluster: object, hdfs_cluster: HdfsCluster) -> None:
+    from memtier.io import open_fileio
+
+    table, path = _table(cluster, "where")
+    client = cluster.client()  # type: ignore[attr-defined]
+    client.write(table, pa.table({"id": [1, 2], "ts": [1, 1], "p": ["a", "b"], "v": ["x", "y"]}, schema=SCHEMA))
+    io = open_fileio(hdfs_cluster.uri, hdfs_cluster.storage_options)
+    assert any(f.name.endswith(".stream") for f in io.list_files(hdfs_cluster.url("wal", table)))
+    client.flush(table)
+    assert io.exists(join(path, ".hoodie", "hoodie.properties"))
+
+
+@pytest.mark.parametrize(("seed", "kind"), [(21, "deletes"), (22, "keyless")])
+def test_random_scenarios_on_hdfs(cluster: object, hudi_spark: HudiSpark, seed: int, kind: str) -> None:
+    """The scenario suite (upserts, deletes, transactions, evictions, restarts, flushes)
+    with everything on HDFS; Apache Hudi on Spark reads the flushed table as the model."""
+    table = f"scenario_{seed}_{uuid.uuid4().hex[:6]}"
+    path = join(cluster.path, "tables", table)  # type: ignore[attr-defined]
+    ops = random_ops(random.Random(seed), 20, 2, deletes=kind == "deletes")
+    run_scenario(RayHarness(cluster), table, path, ops, keyless=kind == "keyless", read_files=hudi_spark.read)
+
+
+def test_sigkill_of_a_table_server_with_its_wal_on_hdfs(cluster: object, hudi_spark: HudiSpark) -> None:
+    """The killed server's segment is left open on HDFS (its lease held by a dead client):
+    the restarted server recovers it (its last block read up to the last hsync) and
+    every acknowledged row is there once."""
+    table, path = _table(cluster, "crash_ts")
+    client = cluster.client()  # type: ignore[attr-defined]
+    stop, acked, errors = threading.Event(), [], []
+    writer = threading.Thread(target=_stream, args=(client, table, stop, acked, errors))
+    writer.start()
+    wait_until(lambda: len(acked) >= 2000 or errors, "the stream to get going")
+    _kill(cluster, "ts-0")
+    count = len(acked)
+    wait_until(lambda: len(acked) >= count + 2000 or errors, "writes to go on after the restart", timeout=120)
+    stop.set()
+    writer.join(timeout=120)
+    assert not errors, errors
+    _settle(cluster, table, acked, hudi_spark, path)
+
+
+def test_sigkill_of_a_datanode_mid_stream(cluster: object, hdfs_cluster: HdfsCluster) -> None:
+    """One of the three DataNodes is SIGKILLed under the stream: the WAL's hsync that
+    hangs on the broken pipeline is cut off, the segment reopened on the live replicas,
+    and writes go on; nothing acknowledged is lost, and the DataNode's return changes
+    nothing."""
+    table, path = _table(cluster, "crash_dn")
+    client = cluster.client()  # type: ignore[attr-defined]
+    stop, acked, errors = threading.Event(), [], []
+    writer = threading.Thread(target=_stream, args=(client, table, stop, acked, errors))
+    writer.start()
+    wait_until(lambda: len(acked) >= 2000 or errors, "the stream to get going")
+    hdfs_cluster.kill_datanode(0)
+    count = len(acked)
+    wait_until(lambda: len(acked) >= count + 2000 or errors, "writes to go on without the DataNode", timeout=120)
+    hdfs_cluster.start_datanode(0)
+    hdfs_cluster.wait_ready(3)
+    count = len(acked)
+    wait_until(lambda: len(acked) >= count + 1000 or errors, "writes to go on with the DataNode back")
+    stop.set()
+    writer.join(timeout=120)
+    assert not errors, errors
+    _settle(cluster, table, acked, None, path)
+
+
+def _stream_through_outage(client: object, table: str, stop: threading.Event, acked: list[int],
+                           failures: list[tuple[float, str]]) -> None:
+    """Like ``_stream``, but a failed write is recorded and sent again (same keys) until
+    it is acknowledged, as a producer that retries does."""
+    next_key = 0
+    while not stop.is_set():
+        keys = list(range(next_key, next_key + 50))
+        batch = pa.table({"id": keys, "ts": [1] * 50, "p": [f"p{k % 2}" for k in keys],
+                          "v": [f"v{k}" for k in keys]}, schema=SCHEMA)
+        try:
+            client.write(table, batch)  # type: ignore[attr-defined]
+        except Exception as e:  # the NameNode is down: recorded, then retried
+            failures.append((time.monotonic(), f"{type(e).__name__}: {e}"))
+            time.sleep(0.5)  # a producer's retry back-off
+            continue
+        acked.extend(keys)
+        next_key += 50
+
+
+def test_namenode_stopped_and_restarted_mid_stream(cluster: object, hdfs_cluster: HdfsCluster) -> None:
+    """The NameNode is SIGKILLed for a while under the stream: a WAL sync waits for it
+    (hdfs-native retries it, then the segment is reopened once it answers), a write the
+    outage outlasts fails with an error naming HDFS; nothing acknowledged is lost and
+    writes resume by themselves once it is back."""
+    table, path = _table(cluster, "crash_nn")
+    client = cluster.client()  # type: ignore[attr-defined]
+    stop, acked, failures = threading.Event(), [], []
+    writer = threading.Thread(target=_stream_through_outage, args=(client, table, stop, acked, failures))
+    writer.start()
+    wait_until(lambda: len(acked) >= 2000, "the stream to get going")
+    hdfs_cluster.stop_namenode()
+    stopped, count = time.monotonic(), len(acked)
+    # down until the stream has felt it: a write failed, or none was acknowledged for 10 s
+    wait_until(lambda: any(at >= stopped for at, _ in failures)
+               or (len(acked) == count and time.monotonic() - stopped >= 10), "the outage to be felt")
+    hdfs_cluster.start_namenode()
+    hdfs_cluster.wait_ready(3)
+    wait_until(lambda: len(acked) >= count + 2000, "writes to resume after the NameNode's restart", timeout=180)
+    stop.set()
+    writer.join(timeout=120)
+    during = len([f for f in failures if f[0] >= stopped])
+    print(f"NameNode outage: {during} writes failed and were retried; first: {failures[:1]}")
+    _settle(cluster, table, acked, None, path)
