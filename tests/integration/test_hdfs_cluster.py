@@ -133,9 +133,9 @@ def test_sigkill_of_a_datanode_mid_stream(cluster: object, hdfs_cluster: HdfsClu
 
 
 def _stream_through_outage(client: object, table: str, stop: threading.Event, acked: list[int],
-                           failures: list[tuple[float, str]]) -> None:
+                           failures: list[tuple[float, str]], acks: list[float]) -> None:
     """Like ``_stream``, but a failed write is recorded and sent again (same keys) until
-    it is acknowledged, as a producer that retries does."""
+    it is acknowledged, as a producer that retries does; ``acks``: when each was."""
     next_key = 0
     while not stop.is_set():
         keys = list(range(next_key, next_key + 50))
@@ -148,6 +148,7 @@ def _stream_through_outage(client: object, table: str, stop: threading.Event, ac
             time.sleep(0.5)  # a producer's retry back-off
             continue
         acked.extend(keys)
+        acks.append(time.monotonic())
         next_key += 50
 
 
@@ -158,8 +159,8 @@ def test_namenode_stopped_and_restarted_mid_stream(cluster: object, hdfs_cluster
     writes resume by themselves once it is back."""
     table, path = _table(cluster, "crash_nn")
     client = cluster.client()  # type: ignore[attr-defined]
-    stop, acked, failures = threading.Event(), [], []
-    writer = threading.Thread(target=_stream_through_outage, args=(client, table, stop, acked, failures))
+    stop, acked, failures, acks = threading.Event(), [], [], []
+    writer = threading.Thread(target=_stream_through_outage, args=(client, table, stop, acked, failures, acks))
     writer.start()
     wait_until(lambda: len(acked) >= 2000, "the stream to get going")
     hdfs_cluster.stop_namenode()
@@ -172,6 +173,8 @@ def test_namenode_stopped_and_restarted_mid_stream(cluster: object, hdfs_cluster
     wait_until(lambda: len(acked) >= count + 2000, "writes to resume after the NameNode's restart", timeout=180)
     stop.set()
     writer.join(timeout=120)
-    during = len([f for f in failures if f[0] >= stopped])
-    print(f"NameNode outage: {during} writes failed and were retried; first: {failures[:1]}")
+    during = [f for f in failures if f[0] >= stopped]
+    stall = max(b - a for a, b in zip(acks, acks[1:], strict=False) if b >= stopped)
+    print(f"NameNode outage: longest wait for an ack {stall:.1f} s; {len(during)} writes failed "
+          f"and were retried{': ' + during[0][1] if during else ''}")
     _settle(cluster, table, acked, None, path)
