@@ -360,15 +360,24 @@ class HdfsFileIO(FileIO):
         return reads
 
     def _webhdfs_read(self, path: str, offset: int, length: int) -> bytes:
-        query = urllib.parse.urlencode({"op": "OPEN", "offset": offset, "length": length,
-                                        "user.name": getpass.getuser()})
-        url = f"http://{self._http}/webhdfs/v1{urllib.parse.quote(self._p(path))}?{query}"
-        try:
-            with urllib.request.urlopen(url, timeout=60) as response:
-                return response.read()
-        except OSError as e:
-            raise StorageError(f"cannot read the open end of {path} through WebHDFS at {self._http} "
-                               f"(set the storage option {_HTTP_ADDRESS} to the NameNode's HTTP address): {e}") from e
+        """``length`` bytes from ``offset`` (fewer at the visible end) through WebHDFS, which
+        may answer a request with fewer bytes than asked (it did, at the start of a block
+        reopened for append): asked again from where it stopped."""
+        data = bytearray()
+        while len(data) < length:
+            query = urllib.parse.urlencode({"op": "OPEN", "offset": offset + len(data),
+                                            "length": length - len(data), "user.name": getpass.getuser()})
+            url = f"http://{self._http}/webhdfs/v1{urllib.parse.quote(self._p(path))}?{query}"
+            try:
+                with urllib.request.urlopen(url, timeout=60) as response:
+                    chunk = response.read()
+            except OSError as e:
+                raise StorageError(f"cannot read the open end of {path} through WebHDFS at {self._http} (set "
+                                   f"the storage option {_HTTP_ADDRESS} to the NameNode's HTTP address): {e}") from e
+            if not chunk:
+                break
+            data += chunk
+        return bytes(data)
 
     def open_input(self, path: str) -> pa.NativeFile:
         return pa.PythonFile(self._call("open", path, self._client.read, self._p(path)), mode="r")

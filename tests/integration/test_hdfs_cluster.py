@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -43,6 +44,17 @@ def cluster(hdfs_cluster: HdfsCluster) -> Iterator[object]:
     )
     yield running
     running.shutdown()
+
+
+@pytest.fixture(scope="module")
+def spark(cluster: object) -> Iterator[Any]:
+    import memtier.spark
+    from tests.support.spark import local_session
+
+    session = local_session()
+    memtier.spark.register(session, address=cluster.address)  # type: ignore[attr-defined]
+    yield session
+    session.stop()
 
 
 def _table(cluster: object, prefix: str, buckets: int = 4) -> tuple[str, str]:
@@ -87,6 +99,32 @@ def test_random_scenarios_on_hdfs(cluster: object, hudi_spark: HudiSpark, seed: 
     path = join(cluster.path, "tables", table)  # type: ignore[attr-defined]
     ops = random_ops(random.Random(seed), 20, 2, deletes=kind == "deletes")
     run_scenario(RayHarness(cluster), table, path, ops, keyless=kind == "keyless", read_files=hudi_spark.read)
+
+
+def _rows(ids: range, ts: int) -> pa.Table:
+    return pa.table({"id": list(ids), "ts": [ts] * len(ids), "p": [f"p{i % 2}" for i in ids],
+                     "v": [f"v{i}-{ts}" for i in ids]}, schema=SCHEMA)
+
+
+def test_spark_reads_and_backfills_a_table_on_hdfs(cluster: object, spark: Any, hudi_spark: HudiSpark) -> None:
+    """format("memtier"): executors read the flushed files from HDFS and the unflushed
+    rows from the table servers (evicted ones from the WAL on HDFS); a backfill's tasks
+    write their log files on HDFS, and Apache Hudi on Spark reads the result there."""
+    table, path = _table(cluster, "spark")
+    client = cluster.client()  # type: ignore[attr-defined]
+    client.write(table, _rows(range(0, 300), 1))
+    client.flush(table)
+    client.write(table, _rows(range(200, 400), 2))  # in memory and the WAL only
+    expected = client.read(table).sort_by("id")
+    assert expected.num_rows == 400
+    read = spark.read.format("memtier").option("table", table).load()
+    assert pa.Table.from_pandas(read.toPandas(), schema=SCHEMA, preserve_index=False).sort_by("id").equals(expected)
+    backfill = _rows(range(350, 500), 3)
+    spark.createDataFrame(backfill.to_pandas()).repartition(2).write.format("memtier").option(
+        "table", table).mode("append").save()
+    client.flush(table)
+    ids = sorted(hudi_spark.read(path).column("id").to_pylist())
+    assert ids == list(range(0, 500))
 
 
 def test_sigkill_of_a_table_server_with_its_wal_on_hdfs(cluster: object, hudi_spark: HudiSpark) -> None:

@@ -88,13 +88,19 @@ def test_exactly_one_of_many_concurrent_exclusive_creators_wins(io: FileIO, root
     assert [f.name for f in io.list_files(root)] == ["life.fence"]  # no temporary file left
 
 
-def test_a_file_open_for_appends_is_read_by_others_up_to_its_last_sync(io: FileIO, root: str) -> None:
+@pytest.mark.parametrize("how", ["created", "appended"])
+def test_a_file_open_for_appends_is_read_by_others_up_to_its_last_sync(io: FileIO, root: str, how: str) -> None:
     """hdfs-native reads a file's complete blocks only; the block being written comes
-    through WebHDFS, so a reader sees every synced byte, across block boundaries too."""
+    through WebHDFS, so a reader sees every synced byte, across block boundaries too, and
+    in a file reopened for append (a WAL segment: its header published, then appended to)."""
     path = join(root, "segment.stream")
     data = bytes(range(256)) * ((TEST_BLOCK_SIZE + 300_000) // 256)
+    start = 144 if how == "appended" else 0
+    if start:
+        io.create_exclusive(path, data[:start])
     out = io.open_append(path)
-    out.writev([data[:1000], data[1000:TEST_BLOCK_SIZE + 1000]])
+    assert out.size == start
+    out.writev([data[start:1000], data[1000 : TEST_BLOCK_SIZE + 1000]])
     out.sync()
     reader = open_fileio(root, io.storage_options)
     assert reader.info(path).size == TEST_BLOCK_SIZE + 1000
