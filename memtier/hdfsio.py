@@ -73,6 +73,9 @@ REOPEN_TIMEOUT_S = 60.0
 #: hdfs-native retries an unreachable NameNode this many times (0.5 s doubling, jittered)
 #: unless the storage options say otherwise: about 15 s, not its default 3 minutes.
 NAMENODE_ATTEMPTS = "5"
+#: Answers in a row that brought no byte of what the NameNode counts visible before a read
+#: of a file still open fails.
+WEBHDFS_ATTEMPTS = 20
 _HTTP_ADDRESS = "dfs.namenode.http-address"
 _WEBHDFS_PORT = 9870
 _PIECE = 4 << 20  # bytes handed to one writer call
@@ -360,24 +363,35 @@ class HdfsFileIO(FileIO):
         return reads
 
     def _webhdfs_read(self, path: str, offset: int, length: int) -> bytes:
-        """``length`` bytes from ``offset`` (fewer at the visible end) through WebHDFS, which
-        may answer a request with fewer bytes than asked (it did, at the start of a block
-        reopened for append): asked again from where it stopped."""
+        """The ``length`` bytes from ``offset`` that the NameNode counts visible, through
+        WebHDFS. An answer may hold fewer bytes than asked (it did at the start of a block
+        reopened for append, and when the DataNode it came from held an older replica of
+        the block): the rest is asked for again, each request sent to a DataNode the
+        NameNode picks, until every byte came or :data:`WEBHDFS_ATTEMPTS` answers brought
+        nothing."""
         data = bytearray()
+        empty = 0
         while len(data) < length:
-            query = urllib.parse.urlencode({"op": "OPEN", "offset": offset + len(data),
-                                            "length": length - len(data), "user.name": getpass.getuser()})
-            url = f"http://{self._http}/webhdfs/v1{urllib.parse.quote(self._p(path))}?{query}"
-            try:
-                with urllib.request.urlopen(url, timeout=60) as response:
-                    chunk = response.read()
-            except OSError as e:
-                raise StorageError(f"cannot read the open end of {path} through WebHDFS at {self._http} (set "
-                                   f"the storage option {_HTTP_ADDRESS} to the NameNode's HTTP address): {e}") from e
-            if not chunk:
-                break
+            chunk = self._webhdfs_get(path, offset + len(data), length - len(data))
             data += chunk
+            empty = 0 if chunk else empty + 1
+            if empty >= WEBHDFS_ATTEMPTS:
+                raise StorageError(f"HDFS served {len(data)} of the {length} synced bytes of {path} "
+                                   f"from byte {offset} ({WEBHDFS_ATTEMPTS} DataNodes asked)")
+            if not chunk:
+                time.sleep(0.05)  # another replica, or this one a moment later
         return bytes(data)
+
+    def _webhdfs_get(self, path: str, offset: int, length: int) -> bytes:
+        query = urllib.parse.urlencode({"op": "OPEN", "offset": offset, "length": length,
+                                        "user.name": getpass.getuser()})
+        url = f"http://{self._http}/webhdfs/v1{urllib.parse.quote(self._p(path))}?{query}"
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response:
+                return response.read()
+        except OSError as e:
+            raise StorageError(f"cannot read the open end of {path} through WebHDFS at {self._http} (set "
+                               f"the storage option {_HTTP_ADDRESS} to the NameNode's HTTP address): {e}") from e
 
     def open_input(self, path: str) -> pa.NativeFile:
         return pa.PythonFile(self._call("open", path, self._client.read, self._p(path)), mode="r")

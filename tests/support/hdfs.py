@@ -233,17 +233,19 @@ def _configure(cluster: HdfsCluster, daemon: Daemon, block_size: int, settings: 
 @contextlib.contextmanager
 def run_hdfs(datanodes: int = 3, *, version: str = VERSION, workdir: Path | None = None,
              block_size: int = 128 << 20, heap: str = "256m", datanode_heap: str = "160m",
-             ) -> Iterator[HdfsCluster]:
+             rpc_port: int | None = None, http_port: int | None = None) -> Iterator[HdfsCluster]:
     """Format and run an HDFS until the context exits (see the module docstring); its
     data lives in ``workdir`` (default: a new temporary directory, removed after), files
-    in blocks of ``block_size`` bytes (at least 1 MiB)."""
+    in blocks of ``block_size`` bytes (at least 1 MiB), the NameNode on ``rpc_port`` and
+    ``http_port`` (default: free ports)."""
     lib = REPO / ".cache" / "hadoop" / f"hadoop-{version}" / "lib"
     if not (lib.parent / ".complete").exists():
         raise RuntimeError(f"Hadoop {version} is missing: {FETCH_HINT}")
     owned = workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="memtier-hdfs-")) if workdir is None else workdir
     nn = Daemon("namenode", "org.apache.hadoop.hdfs.server.namenode.NameNode", workdir / "namenode", heap)
-    cluster = HdfsCluster(workdir, _find_java(), lib, servers.free_port(), servers.free_port(), nn)
+    cluster = HdfsCluster(workdir, _find_java(), lib, rpc_port or servers.free_port(),
+                          http_port or servers.free_port(), nn)
     _configure(cluster, nn, block_size, {"dfs.namenode.name.dir": f"file://{nn.workdir / 'name'}"})
     for i in range(datanodes):
         dn = Daemon(f"datanode-{i}", "org.apache.hadoop.hdfs.server.datanode.DataNode",
@@ -290,18 +292,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Run a NameNode and DataNodes on 127.0.0.1.")
     parser.add_argument("--datanodes", type=int, default=3)
     parser.add_argument("--dir", type=Path, help="keep the data here (default: a temporary directory)")
+    parser.add_argument("--port", type=int, default=8020, help="the NameNode's RPC port (default: %(default)s)")
+    parser.add_argument("--http-port", type=int, default=9870,
+                        help="its HTTP port, WebHDFS's (default: %(default)s, where memtier looks by default)")
     args = parser.parse_args()
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     print(f"starting an HDFS NameNode and {args.datanodes} DataNodes (Hadoop {VERSION}) ...", flush=True)
-    with run_hdfs(args.datanodes, workdir=args.dir) as cluster:
+    with run_hdfs(args.datanodes, workdir=args.dir, rpc_port=args.port, http_port=args.http_port) as cluster:
         print(f"HDFS is up after {time.monotonic() - started:.1f} s: {cluster.uri}")
         print(f"  NameNode pid {cluster.namenode.pid}, web UI http://127.0.0.1:{cluster.http_port}/")
         for dn in cluster.datanodes:
             print(f"  {dn.name} pid {dn.pid}")
         print(f"  data and logs: {cluster.workdir}")
         print(f"  try: memtier start --path {cluster.url('memtier')}")
+        if args.http_port != 9870:
+            print(f"       with the storage option dfs.namenode.http-address=127.0.0.1:{args.http_port}")
         print("Ctrl-C stops it.", flush=True)
         stop = {signal.SIGINT, signal.SIGTERM}
         signal.pthread_sigmask(signal.SIG_BLOCK, stop)
