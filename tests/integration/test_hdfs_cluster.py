@@ -122,6 +122,22 @@ def test_spark_reads_a_table_on_hdfs(cluster: object, spark: Any, hudi_spark: Hu
     assert sorted(hudi_spark.read(path).column("id").to_pylist()) == list(range(0, 400))
 
 
+def test_compaction_clustering_and_cleaning_on_hdfs(cluster: object, hudi_spark: HudiSpark) -> None:
+    """The table services rewrite and delete files on HDFS; every reader agrees after each."""
+    table, path = _table(cluster, "services")
+    client = cluster.client()  # type: ignore[attr-defined]
+    for ts in range(1, 6):  # five flushes: a base file, then log files, in every file group
+        client.write(table, _rows(range(ts * 40, ts * 40 + 200), ts))
+        client.flush(table)
+    expected = client.read(table).sort_by("id")
+    for service in (client.compact, client.cluster, client.clean):
+        task = service(table)
+        assert task is None or task["state"] == "completed", task
+        assert client.read(table).sort_by("id").equals(expected)
+    found = hudi_spark.read(path).select(SCHEMA.names).sort_by("id")
+    assert found.cast(SCHEMA).equals(expected)
+
+
 def test_sigkill_of_a_table_server_with_its_wal_on_hdfs(cluster: object, hudi_spark: HudiSpark) -> None:
     """The killed server's segment is left open on HDFS (its lease held by a dead client):
     the restarted server recovers it (its last block read up to the last hsync) and
