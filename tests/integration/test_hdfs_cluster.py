@@ -18,12 +18,20 @@ import pytest
 
 from memtier.io import join
 from tests.integration.test_ray_cluster import RayHarness, _kill, _stream
+from tests.integration.test_spark_crash import SCHEMA as STREAMED
+from tests.integration.test_spark_crash import (
+    _batch_in_flight,
+    _deduplicated,
+    _inputs,
+    _kill_group,
+    _start_job,
+)
 from tests.support.hdfs import TEST_BLOCK_SIZE, HdfsCluster, run_hdfs
 from tests.support.hudi_spark import HudiSpark
 from tests.support.scenario import SCHEMA, random_ops, run_scenario
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.hdfs, pytest.mark.ray]
+pytestmark = [pytest.mark.slow, pytest.mark.hdfs, pytest.mark.ray, pytest.mark.spark]
 ray = pytest.importorskip("ray")
 
 
@@ -136,6 +144,33 @@ def test_compaction_clustering_and_cleaning_on_hdfs(cluster: object, hudi_spark:
         assert client.read(table).sort_by("id").equals(expected)
     found = hudi_spark.read(path).select(SCHEMA.names).sort_by("id")
     assert found.cast(SCHEMA).equals(expected)
+
+
+def test_a_killed_spark_stream_into_a_table_on_hdfs_leaves_the_deduplicated_input(
+    cluster: object, hudi_spark: HudiSpark, tmp_path
+) -> None:
+    """A streaming query into a memtier table on HDFS (tests/support/spark_stream_job.py),
+    its driver and JVM SIGKILLed mid-batch and restarted from its checkpoint, then a table
+    server SIGKILLed while a batch writes: the table is the deduplicated input, exactly."""
+    client = cluster.client()  # type: ignore[attr-defined]
+    table = f"stream_{uuid.uuid4().hex[:6]}"
+    path = join(cluster.path, "tables", table)  # type: ignore[attr-defined]
+    client.create_table(table, STREAMED, record_key="id", ordering_field="ts", partition_fields="city",
+                        buckets=2, path=path)
+    source, checkpoint = tmp_path / "in", tmp_path / "ckpt"
+    batches = _inputs(source)
+    job = _start_job(cluster, table, source, checkpoint, pause=1.0)
+    wait_until(lambda: _batch_in_flight(checkpoint) is not None, "a micro-batch in flight", timeout=180)
+    _kill_group(job)
+    job = _start_job(cluster, table, source, checkpoint, pause=1.0)
+    wait_until(lambda: _batch_in_flight(checkpoint) is not None, "a micro-batch in flight", timeout=180)
+    _kill(cluster, "ts-1")
+    out, _ = job.communicate(timeout=600)
+    assert job.returncode == 0 and "done" in out, out
+    expected = _deduplicated(batches)
+    assert client.read(table, "committed").sort_by("id").equals(expected)
+    client.flush(table)
+    assert hudi_spark.read(path).select(STREAMED.names).cast(STREAMED).sort_by("id").equals(expected)
 
 
 def test_sigkill_of_a_table_server_with_its_wal_on_hdfs(cluster: object, hudi_spark: HudiSpark) -> None:
