@@ -351,32 +351,36 @@ class HdfsFileIO(FileIO):
         if not open_ended:
             return reads
         visible = self.info(path).size  # what the last hsync of a file still open covers
+        if visible <= complete:
+            return reads  # closed (or nothing synced in its last block yet)
         lo = max(complete, min(ranges[i][0] for i in open_ended))
-        hi = min(visible, max(sum(ranges[i]) for i in open_ended))
-        if lo >= hi:
-            return reads
-        tail = self._webhdfs_read(path, lo, hi - lo)
+        hi = max(sum(ranges[i]) for i in open_ended)
+        tail = self._webhdfs_read(path, lo, hi - lo, at_least=max(0, min(visible, hi) - lo))
         for i in open_ended:
             offset, length = ranges[i]
             start = max(offset, complete)
-            reads[i] = reads[i] + tail[max(0, start - lo) : max(0, min(offset + length, hi) - lo)]
+            reads[i] = reads[i] + tail[max(0, start - lo) : max(0, offset + length - lo)]
         return reads
 
-    def _webhdfs_read(self, path: str, offset: int, length: int) -> bytes:
-        """The ``length`` bytes from ``offset`` that the NameNode counts visible, through
-        WebHDFS. An answer may hold fewer bytes than asked (it did at the start of a block
-        reopened for append, and when the DataNode it came from held an older replica of
-        the block): the rest is asked for again, each request sent to a DataNode the
-        NameNode picks, until every byte came or :data:`WEBHDFS_ATTEMPTS` answers brought
-        nothing."""
+    def _webhdfs_read(self, path: str, offset: int, length: int, at_least: int) -> bytes:
+        """Up to ``length`` bytes from ``offset`` through WebHDFS, at least ``at_least``
+        (what the NameNode counts synced): past that, what the DataNode's replica holds
+        acknowledged (the NameNode's count can lag it, e.g. at a block's end). An answer
+        may hold fewer bytes than asked (it did at the start of a block reopened for
+        append, and when the DataNode it came from held an older replica): below
+        ``at_least`` the rest is asked for again, each request sent to a DataNode the
+        NameNode picks, until :data:`WEBHDFS_ATTEMPTS` answers in a row brought nothing."""
         data = bytearray()
         empty = 0
         while len(data) < length:
-            chunk = self._webhdfs_get(path, offset + len(data), length - len(data))
+            asked = length - len(data)
+            chunk = self._webhdfs_get(path, offset + len(data), asked)
             data += chunk
+            if len(data) >= at_least and len(chunk) < asked:
+                break  # the replica's visible end
             empty = 0 if chunk else empty + 1
             if empty >= WEBHDFS_ATTEMPTS:
-                raise StorageError(f"HDFS served {len(data)} of the {length} synced bytes of {path} "
+                raise StorageError(f"HDFS served {len(data)} of the {at_least} synced bytes of {path} "
                                    f"from byte {offset} ({WEBHDFS_ATTEMPTS} DataNodes asked)")
             if not chunk:
                 time.sleep(0.05)  # another replica, or this one a moment later

@@ -6,11 +6,12 @@ again). Apache Hudi on Spark reads the tables on HDFS (hudi-rs has no HDFS stora
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -74,17 +75,14 @@ def _table(cluster: object, prefix: str, buckets: int = 4) -> tuple[str, str]:
     return table, path
 
 
-def _settle(cluster: object, table: str, acked: list[int], spark: HudiSpark | None, path: str) -> None:
-    """Every acknowledged key there once in memtier's read, then flushed and read by
-    Apache Hudi on Spark from HDFS."""
+def _settle(cluster: object, table: str, acked: list[int]) -> None:
+    """Every acknowledged key there once in memtier's read, before and after a flush."""
     client = cluster.client()  # type: ignore[attr-defined]
-    keys = client.read(table, columns=["id"]).column("id").to_pylist()
-    assert len(keys) == len(set(keys)), "a key appears twice"
-    assert set(acked) <= set(keys), f"{len(set(acked) - set(keys))} acknowledged rows lost"
-    client.flush(table)
-    if spark is not None:
-        flushed = spark.read(path).column("id").to_pylist()
-        assert len(flushed) == len(set(flushed)) and set(acked) <= set(flushed)
+    for _ in ("unflushed", "flushed"):
+        keys = client.read(table, columns=["id"]).column("id").to_pylist()
+        assert len(keys) == len(set(keys)), "a key appears twice"
+        assert set(acked) <= set(keys), f"{len(set(acked) - set(keys))} acknowledged rows lost"
+        client.flush(table)
 
 
 def test_the_wal_and_the_tables_live_on_hdfs(cluster: object, hdfs_cluster: HdfsCluster) -> None:
@@ -173,23 +171,39 @@ def test_a_killed_spark_stream_into_a_table_on_hdfs_leaves_the_deduplicated_inpu
     assert hudi_spark.read(path).select(STREAMED.names).cast(STREAMED).sort_by("id").equals(expected)
 
 
-def test_sigkill_of_a_table_server_with_its_wal_on_hdfs(cluster: object, hudi_spark: HudiSpark) -> None:
-    """The killed server's segment is left open on HDFS (its lease held by a dead client):
-    the restarted server recovers it (its last block read up to the last hsync) and
-    every acknowledged row is there once."""
-    table, path = _table(cluster, "crash_ts")
+@contextlib.contextmanager
+def _streaming(cluster: object, table: str) -> Iterator[Callable[[int, str], None]]:
+    """A writer thread streaming fresh keys into ``table`` (``_stream``), going before the
+    body runs; yields ``more(n, what)``, which waits for ``n`` more acknowledgements. At
+    the end the stream stops (no write may have failed) and every acknowledged key is
+    checked (:func:`_settle`)."""
     client = cluster.client()  # type: ignore[attr-defined]
     stop, acked, errors = threading.Event(), [], []
     writer = threading.Thread(target=_stream, args=(client, table, stop, acked, errors))
     writer.start()
-    wait_until(lambda: len(acked) >= 2000 or errors, "the stream to get going")
-    _kill(cluster, "ts-0")
-    count = len(acked)
-    wait_until(lambda: len(acked) >= count + 2000 or errors, "writes to go on after the restart", timeout=120)
-    stop.set()
-    writer.join(timeout=120)
+
+    def more(n: int, what: str) -> None:
+        count = len(acked)
+        wait_until(lambda: len(acked) >= count + n or errors, what, timeout=120)
+
+    try:
+        more(2000, "the stream to get going")
+        yield more
+    finally:
+        stop.set()
+        writer.join(timeout=120)
     assert not errors, errors
-    _settle(cluster, table, acked, hudi_spark, path)
+    _settle(cluster, table, acked)
+
+
+def test_sigkill_of_a_table_server_with_its_wal_on_hdfs(cluster: object) -> None:
+    """The killed server's segment is left open on HDFS (its lease held by a dead client):
+    the restarted server recovers it (its last block read up to the last hsync) and
+    every acknowledged row is there once."""
+    table, _ = _table(cluster, "crash_ts")
+    with _streaming(cluster, table) as more:
+        _kill(cluster, "ts-0")
+        more(2000, "writes to go on after the restart")
 
 
 def test_sigkill_of_a_datanode_mid_stream(cluster: object, hdfs_cluster: HdfsCluster) -> None:
@@ -197,23 +211,13 @@ def test_sigkill_of_a_datanode_mid_stream(cluster: object, hdfs_cluster: HdfsClu
     hangs on the broken pipeline is cut off, the segment reopened on the live replicas,
     and writes go on; nothing acknowledged is lost, and the DataNode's return changes
     nothing."""
-    table, path = _table(cluster, "crash_dn")
-    client = cluster.client()  # type: ignore[attr-defined]
-    stop, acked, errors = threading.Event(), [], []
-    writer = threading.Thread(target=_stream, args=(client, table, stop, acked, errors))
-    writer.start()
-    wait_until(lambda: len(acked) >= 2000 or errors, "the stream to get going")
-    hdfs_cluster.kill_datanode(0)
-    count = len(acked)
-    wait_until(lambda: len(acked) >= count + 2000 or errors, "writes to go on without the DataNode", timeout=120)
-    hdfs_cluster.start_datanode(0)
-    hdfs_cluster.wait_ready(3)
-    count = len(acked)
-    wait_until(lambda: len(acked) >= count + 1000 or errors, "writes to go on with the DataNode back")
-    stop.set()
-    writer.join(timeout=120)
-    assert not errors, errors
-    _settle(cluster, table, acked, None, path)
+    table, _ = _table(cluster, "crash_dn")
+    with _streaming(cluster, table) as more:
+        hdfs_cluster.kill_datanode(0)
+        more(2000, "writes to go on without the DataNode")
+        hdfs_cluster.start_datanode(0)
+        hdfs_cluster.wait_ready(3)
+        more(1000, "writes to go on with the DataNode back")
 
 
 def _stream_through_outage(client: object, table: str, stop: threading.Event, acked: list[int],
@@ -241,7 +245,7 @@ def test_namenode_stopped_and_restarted_mid_stream(cluster: object, hdfs_cluster
     (hdfs-native retries it, then the segment is reopened once it answers), a write the
     outage outlasts fails with an error naming HDFS; nothing acknowledged is lost and
     writes resume by themselves once it is back."""
-    table, path = _table(cluster, "crash_nn")
+    table, _ = _table(cluster, "crash_nn")
     client = cluster.client()  # type: ignore[attr-defined]
     stop, acked, failures, acks = threading.Event(), [], [], []
     writer = threading.Thread(target=_stream_through_outage, args=(client, table, stop, acked, failures, acks))
@@ -261,4 +265,4 @@ def test_namenode_stopped_and_restarted_mid_stream(cluster: object, hdfs_cluster
     stall = max(b - a for a, b in zip(acks, acks[1:], strict=False) if b >= stopped)
     print(f"NameNode outage: longest wait for an ack {stall:.1f} s; {len(during)} writes failed "
           f"and were retried{': ' + during[0][1] if during else ''}")
-    _settle(cluster, table, acked, None, path)
+    _settle(cluster, table, acked)
