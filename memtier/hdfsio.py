@@ -369,12 +369,18 @@ class HdfsFileIO(FileIO):
         may hold fewer bytes than asked (it did at the start of a block reopened for
         append, and when the DataNode it came from held an older replica): below
         ``at_least`` the rest is asked for again, each request sent to a DataNode the
-        NameNode picks, until :data:`WEBHDFS_ATTEMPTS` answers in a row brought nothing."""
+        NameNode picks, until :data:`WEBHDFS_ATTEMPTS` answers in a row brought nothing (or
+        failed: the NameNode may send one to a DataNode that died)."""
         data = bytearray()
         empty = 0
         while len(data) < length:
             asked = length - len(data)
-            chunk = self._webhdfs_get(path, offset + len(data), asked)
+            try:
+                chunk = self._webhdfs_get(path, offset + len(data), asked)
+            except StorageError:  # e.g. sent to a DataNode that died, not yet known dead
+                if empty + 1 >= WEBHDFS_ATTEMPTS:
+                    raise
+                chunk = b""
             data += chunk
             if len(data) >= at_least and len(chunk) < asked:
                 break  # the replica's visible end
