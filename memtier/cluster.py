@@ -141,7 +141,8 @@ class TableServerShell:
     ``cluster.server-cpus``, its flush worker on ``cluster.service-cpus``."""
 
     def __init__(self, server_id: str, master_location: str, wal_root: str,
-                 cluster: Mapping[str, str], server: Mapping[str, str] | None = None) -> None:
+                 cluster: Mapping[str, str], server: Mapping[str, str] | None = None,
+                 storage_options: Mapping[str, str] | None = None) -> None:
         _without_transparent_huge_pages()
         return_freed_memory()
         config = load(ClusterConfig, cluster)
@@ -151,8 +152,9 @@ class TableServerShell:
         self.server_id = server_id
         server_config = load(TableServerConfig, server or {})
         self.server = TableServer(server_id, MasterProxy(master_location, token=config.token), wal_root,
-                                  config=server_config,
-                                  wal_config=load(WalConfig, server or {}), flush_cpus=flush_cpus)
+                                  config=server_config, wal_config=load(WalConfig, server or {}),
+                                  flush_cpus=flush_cpus,
+                                  wal_storage_options=storage_options if "://" in wal_root else None)
         self.rpc = RpcServer(TableServerService(self.server), host=config.host, token=config.token).start()
         self.metrics = serve_metrics(
             lambda: table_server_metrics(self.server.status(), self.server.latencies()), host=config.host
@@ -359,7 +361,7 @@ def start(
         elif len(nodes) > 1:
             actor_options["scheduling_strategy"] = "SPREAD"
         servers[name] = server_cls.options(**actor_options).remote(
-            name, address_of_master, wal, cluster_options, server_options
+            name, address_of_master, wal, cluster_options, server_options, storage_options
         )
     ray.get([s.location.remote() for s in servers.values()], timeout=start_timeout)
     pool = _start_services(ray, address_of_master, cluster_options, services_config)

@@ -5,7 +5,8 @@
 * plain paths and ``file://`` -> :class:`LocalFileIO` (os calls, fsync, rename, hard links);
 * ``s3://`` -> :class:`ObjectStoreFileIO` over ``pyarrow.fs.S3FileSystem`` (no append; a
   whole-object PUT is the atomic, durable unit);
-* ``hdfs://`` -> :class:`HdfsFileIO` over the ``hdfs-native`` client (append, hsync);
+* ``hdfs://`` -> :class:`~memtier.hdfsio.HdfsFileIO` over the ``hdfs-native`` client
+  (append, hsync, lease recovery; how it meets HDFS's semantics: :mod:`memtier.hdfsio`);
 * anything else fsspec knows, ``memory://`` for tests included -> :class:`FsspecFileIO`.
 
 Every backend offers the same operations: whole-file atomic publish (``write_atomic``,
@@ -45,7 +46,6 @@ __all__ = [
     "FileIO",
     "FileInfo",
     "FsspecFileIO",
-    "HdfsFileIO",
     "LocalFileIO",
     "ObjectStoreFileIO",
     "join",
@@ -228,6 +228,11 @@ class FileIO(ABC):
     @abstractmethod
     def truncate(self, path: str, length: int) -> None:
         """Cut the file to ``length`` bytes, durably."""
+
+    def recover_lease(self, path: str, timeout: float = 60.0) -> None:  # noqa: B027 - no-op by default
+        """Take a file that another writer (a process that died, or one being fenced off)
+        left open away from it, at the length its syncs made durable: HDFS lease recovery
+        (:mod:`memtier.hdfsio`). A no-op where files have no leases."""
 
     @abstractmethod
     def rename(self, src: str, dst: str) -> None:
@@ -929,83 +934,6 @@ class FsspecFileIO(FileIO):
 
 
 # ======================================================================================
-# HDFS through hdfs-native (no JVM, no libhdfs)
-# ======================================================================================
-
-
-class _HdfsAppendFile(AppendFile):
-    def __init__(self, path: str, writer: Any, size: int) -> None:
-        self.path = path
-        self._writer = writer
-        self._size = size
-
-    def write(self, data: bytes | memoryview) -> int:
-        self._writer.write(bytes(data))
-        self._size += len(data)
-        return self._size
-
-    def sync(self) -> None:
-        self._writer.hsync()
-
-    def close(self) -> None:
-        self._writer.close()
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-
-class HdfsFileIO(FsspecFileIO):
-    """HDFS via ``hdfs-native``: atomic rename, exclusive create, append with hsync."""
-
-    def __init__(self, root: str, storage_options: Mapping[str, str] | None = None) -> None:
-        try:
-            import hdfs_native  # noqa: F401
-        except ImportError as e:
-            raise UnsupportedOperationError(
-                "hdfs:// needs the hdfs-native package: pip install 'memtier[hdfs]'"
-            ) from e
-        try:
-            super().__init__(root, storage_options)
-        except RuntimeError as e:  # hdfs-native refuses a URI without a name node
-            raise InvalidArgumentError(f"cannot use HDFS at {root}: {e}") from e
-        self._client = self._fs.client
-
-    def _filesystem_options(self) -> dict[str, Any]:
-        split = urlsplit(self.root)
-        # not in fsspec's instance cache: fsspec clears that cache in a child process after
-        # fork (Ray starts its processes that way), and dropping an hdfs-native client there
-        # hung the child (its runtime's threads do not exist in it)
-        return {"host": split.hostname, "port": split.port, "skip_instance_cache": True, **self.storage_options}
-
-    def _uri(self, native: str) -> str:
-        return f"hdfs://{urlsplit(self.root).netloc}/{native.lstrip('/')}"
-
-    def _hdfs_path(self, path: str) -> str:
-        return urlsplit(path).path if "://" in path else path
-
-    def create_exclusive(self, path: str, data: Data) -> None:
-        from hdfs_native import WriteOptions
-
-        try:
-            writer = self._client.create(self._hdfs_path(path), WriteOptions(overwrite=False))
-        except Exception as e:  # hdfs-native raises FileExistsError-like RuntimeErrors
-            if self.exists(path):
-                raise AlreadyExistsError(f"already exists: {path}") from e
-            raise StorageError(f"cannot create {path}: {e}") from e
-        with writer:
-            for piece in _pieces(data):
-                writer.write(piece)
-            writer.hsync()
-
-    def open_append(self, path: str) -> AppendFile:
-        native = self._hdfs_path(path)
-        if self.exists(path):
-            return _HdfsAppendFile(path, self._client.append(native), self.info(path).size)
-        return _HdfsAppendFile(path, self._client.create(native), 0)
-
-
-# ======================================================================================
 
 
 def open_fileio(uri: str, storage_options: Mapping[str, str] | None = None) -> FileIO:
@@ -1022,6 +950,8 @@ def open_fileio(uri: str, storage_options: Mapping[str, str] | None = None) -> F
     if scheme in ("s3", "s3a"):
         return ObjectStoreFileIO(uri, storage_options)
     if scheme == "hdfs":
+        from memtier.hdfsio import HdfsFileIO
+
         return HdfsFileIO(uri, storage_options)
     try:
         return FsspecFileIO(uri, storage_options)

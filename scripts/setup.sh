@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Create or reuse .venv with memtier and its dev extras (hudi-rs included), and make sure
 # Java (for Spark and the Hive Metastore) is present, the Trino and Presto servers and the Hive Metastore
-# the interop tests start are cached (scripts/fetch_trino.sh, scripts/jvm/fetch_hms.sh, scripts/jvm/fetch_presto.sh), and so are Apache Hudi on Spark's venv and bundle
+# the interop tests start are cached (scripts/fetch_trino.sh, scripts/jvm/fetch_hms.sh, scripts/jvm/fetch_presto.sh), and so is the HDFS the
+# HDFS tests start (scripts/jvm/fetch_hadoop.sh), and so are Apache Hudi on Spark's venv and bundle
 # (scripts/jvm/hudi_spark_setup.sh). Safe to run again: it only does what is missing.
 # That is what the tests need (scripts/test.sh). A use that needs less asks for it:
 #   scripts/setup.sh demo        .venv with memtier, Ray and hudi-rs: what `memtier demo` imports
 #   scripts/setup.sh demo-spark  ... and PySpark, and Java: `memtier demo --spark`
+#   scripts/setup.sh hdfs        the tests' .venv and Java, no test server: scripts/hdfs.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,8 +16,8 @@ case "$NEED" in  # the extras to install, and the extras that include them
     demo) EXTRAS=demo; COVERED_BY="demo demo,spark dev"; DOWNLOAD="about 250 MB" ;;
     demo-spark) EXTRAS=demo,spark; COVERED_BY="demo,spark dev"
         DOWNLOAD="about 700 MB, PySpark's 450 MB source built into a wheel" ;;
-    test) EXTRAS=dev; COVERED_BY=dev; DOWNLOAD="about 800 MB, PySpark's 450 MB source built into a wheel" ;;
-    *) echo "usage: scripts/setup.sh [demo|demo-spark|test]" >&2; exit 2 ;;
+    test|hdfs) EXTRAS=dev; COVERED_BY=dev; DOWNLOAD="about 800 MB, PySpark's 450 MB source built into a wheel" ;;
+    *) echo "usage: scripts/setup.sh [demo|demo-spark|hdfs|test]" >&2; exit 2 ;;
 esac
 
 PYTHON="${PYTHON:-python3}"
@@ -55,4 +57,5 @@ fi
 scripts/fetch_trino.sh
 scripts/jvm/fetch_hms.sh
 scripts/jvm/fetch_presto.sh
+scripts/jvm/fetch_hadoop.sh
 scripts/jvm/hudi_spark_setup.sh >/dev/null

@@ -51,6 +51,8 @@ RUNS = {
                "--peer-batches", "2", "--visible-batches", "2"],
     "write_kinds": ["-m", "bench.write_kinds", "--batches", "3", "--rows-per-batch", "1000",
                     "--buckets", "2", "--rounds", "1"],
+    "hdfs_ingest": ["-m", "bench.hdfs_ingest", "--batches", "3", "--rows-per-batch", "1000",
+                    "--buckets", "1,2", "--rounds", "1"],
     "ingest-memory": ["-m", "bench.ingest", "--memory-only", "--batches", "4", "--rows-per-batch",
                       "1000", "--threads", "2", "--budget", "1MB", "--budget-factor", "2",
                       "--drain-seconds", "30"],

@@ -15,7 +15,7 @@ a delete, a key's ordering values do not go below those it had.
 from __future__ import annotations
 
 import random
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -163,11 +163,13 @@ def check_filtered_reads(client: Client, table: str, model: TierModel, rng: rand
 
 
 def run_scenario(
-    harness: Harness, table: str, path: str, ops: list[tuple[Any, ...]], *, keyless: bool = False
+    harness: Harness, table: str, path: str, ops: list[tuple[Any, ...]], *, keyless: bool = False,
+    read_files: Callable[[str], pa.Table] = hudi_rs_read,
 ) -> TierModel:
     """Apply ``ops``, checking read(latest) and read(committed) after each; at the end
-    resolve every transaction, flush, and check memtier and hudi-rs on the Hudi table.
-    ``keyless``: the table is append-only (no record key), every acknowledged row stays."""
+    resolve every transaction, flush, and check memtier and another Hudi reader
+    (``read_files``: hudi-rs by default) on the Hudi table. ``keyless``: the table is
+    append-only (no record key), every acknowledged row stays."""
     client = harness.client
     client.create_table(table, SCHEMA, record_key=None if keyless else "id", ordering_field="ts",
                         partition_fields="p", buckets=4, path=path)
@@ -239,5 +241,5 @@ def run_scenario(
     # table services settle
     wait_until(lambda: not client.status()["tables"][table]["services"]["tasks"],
                f"the table services of {table} to finish", timeout=180)
-    assert rows(hudi_rs_read(path), COLUMNS) == expected
+    assert rows(read_files(path), COLUMNS) == expected
     return model
