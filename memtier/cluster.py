@@ -38,6 +38,7 @@ from memtier.master.service import MasterProxy, MasterService
 from memtier.metrics import master_metrics, serve_metrics, table_server_metrics
 from memtier.placement import available, background, describe, pin, server_cpus, service_cpus
 from memtier.rpc import RpcServer
+from memtier.rpc.tls import ServerIdentity
 from memtier.tableserver.flusher import ProcessFlusher
 from memtier.tableserver.memory import PROCESS_ENV, return_freed_memory
 from memtier.tableserver.server import TableServer
@@ -91,18 +92,20 @@ class MasterShell:
                  services: Mapping[str, str] | None = None,
                  catalog: Mapping[str, str] | None = None) -> None:
         config = load(ClusterConfig, cluster)
-        token = config.token
+        token, tls_ca = config.token, config.tls_ca
         self.master = Master(
             root,
-            connect=lambda _server_id, location: TableServerProxy(location, token=token),
+            connect=lambda _server_id, location: TableServerProxy(location, token=token, tls_ca=tls_ca),
             storage_options=storage_options,
             wal_root=wal_root(root, config),
             heartbeat_timeout=config.heartbeat_timeout.total_seconds(),
             services=services,
             catalog=catalog,
         )
-        self.rpc = RpcServer(MasterService(self.master), host=config.host, port=port, token=token).start()
-        self.metrics = serve_metrics(lambda: master_metrics(self.master.status()), host=config.host)
+        self.rpc = RpcServer(MasterService(self.master), host=config.host, port=port, token=token,
+                             tls=identity(config)).start()
+        self.metrics = serve_metrics(lambda: master_metrics(self.master.status()), host=config.host,
+                                     tls=identity(config))
         self.master.metrics_url = self.metrics.url
         # a pause of a quarter of the heartbeat timeout: the servers' silence across it is not theirs
         self._pauses = PauseWatch(config.heartbeat_timeout.total_seconds() / 4, self.master.resumed)
@@ -151,13 +154,16 @@ class TableServerShell:
         flush_cpus = service_cpus(config.service_cpus, cpus)
         self.server_id = server_id
         server_config = load(TableServerConfig, server or {})
-        self.server = TableServer(server_id, MasterProxy(master_location, token=config.token), wal_root,
+        master = MasterProxy(master_location, token=config.token, tls_ca=config.tls_ca)
+        self.server = TableServer(server_id, master, wal_root,
                                   config=server_config, wal_config=load(WalConfig, server or {}),
                                   flush_cpus=flush_cpus,
                                   wal_storage_options=storage_options if "://" in wal_root else None)
-        self.rpc = RpcServer(TableServerService(self.server), host=config.host, token=config.token).start()
+        self.rpc = RpcServer(TableServerService(self.server), host=config.host, token=config.token,
+                             tls=identity(config)).start()
         self.metrics = serve_metrics(
-            lambda: table_server_metrics(self.server.status(), self.server.latencies()), host=config.host
+            lambda: table_server_metrics(self.server.status(), self.server.latencies()), host=config.host,
+            tls=identity(config),
         )
         self.server.metrics_url = self.metrics.url
         if isinstance(self.server.flusher, ProcessFlusher):
@@ -203,7 +209,8 @@ class TableServiceShell:
         read_gently()
         config = load(ClusterConfig, cluster)
         self.cpus = pin(service_cpus(config.service_cpus, available()))
-        self.worker = ServiceWorker(worker_id, MasterProxy(master_location, token=config.token),
+        master = MasterProxy(master_location, token=config.token, tls_ca=config.tls_ca)
+        self.worker = ServiceWorker(worker_id, master,
                                     cpus=describe(self.cpus))
         self.worker.start()
         self._stop = threading.Event()
@@ -237,18 +244,20 @@ def _free_port(host: str) -> int:
 
 @dataclass
 class LocalCluster:
-    """A running cluster: its master's address, and handles on its actors."""
+    """A running cluster: its master's address (and the token and CA to reach it), and
+    handles on its actors."""
 
     path: str
     address: str
     token: str | None
+    tls_ca: str | None
     master: Any
     table_servers: dict[str, Any] = field(default_factory=dict)
     owns_ray: bool = False
     table_services: dict[str, Any] = field(default_factory=dict)
 
     def client(self) -> Client:
-        return connect(self.address, token=self.token)
+        return connect(self.address, token=self.token, tls_ca=self.tls_ca)
 
     def pids(self) -> dict[str, int]:
         """Worker process ids of the master, every table server and every table-service
@@ -366,10 +375,18 @@ def start(
     ray.get([s.location.remote() for s in servers.values()], timeout=start_timeout)
     pool = _start_services(ray, address_of_master, cluster_options, services_config)
     ray.get([a.pid.remote() for a in pool.values()], timeout=start_timeout)
-    cluster = LocalCluster(path, address_of_master, cluster_config.token, master, servers, table_services=pool)
+    cluster = LocalCluster(path, address_of_master, cluster_config.token, cluster_config.tls_ca, master, servers,
+                           table_services=pool)
     _CLUSTERS[address_of_master] = cluster
     _wait_for_servers(cluster, table_servers, start_timeout)
     return cluster
+
+
+def identity(config: ClusterConfig) -> ServerIdentity | None:
+    """The certificate and key servers of this config serve TLS with, if it has them."""
+    if config.tls_certificate is None or config.tls_key is None:
+        return None
+    return ServerIdentity(config.tls_certificate, config.tls_key)
 
 
 def wal_root(path: str, config: ClusterConfig) -> str:
@@ -407,7 +424,7 @@ def _start_services(
 
 
 def _wait_for_servers(cluster: LocalCluster, count: int, timeout: float) -> None:
-    proxy = MasterProxy(cluster.address, token=cluster.token)
+    proxy = MasterProxy(cluster.address, token=cluster.token, tls_ca=cluster.tls_ca)
     deadline = time.monotonic() + timeout
     while len(proxy.servers()) < count:
         if time.monotonic() > deadline:
@@ -420,24 +437,27 @@ def running_cluster() -> LocalCluster | None:
     return list(_CLUSTERS.values())[-1] if _CLUSTERS else None
 
 
-def connect(address: str | None = None, *, token: str | None = None) -> Client:
-    """A client of the cluster at ``address`` (``grpc://host:port``). Without one: the
-    cluster ``start_local`` started in this process, else ``cluster.address`` from the
-    environment (``MEMTIER_CLUSTER_ADDRESS``)."""
+def connect(address: str | None = None, *, token: str | None = None, tls_ca: str | None = None) -> Client:
+    """A client of the cluster at ``address`` (``grpc://host:port``, ``grpc+tls://`` with
+    TLS). Without one: the cluster ``start_local`` started in this process, else
+    ``cluster.address`` from the environment (``MEMTIER_CLUSTER_ADDRESS``). ``tls_ca``, the
+    CA (a PEM file or text) a TLS cluster's certificates are checked against, defaults to
+    that cluster's, else ``cluster.tls.ca`` (``MEMTIER_CLUSTER_TLS_CA``), else the system's."""
+    configured = load(ClusterConfig)
     if address is None:
         running = running_cluster()
         if running is not None:
-            address, token = running.address, token or running.token
+            address, token, tls_ca = running.address, token or running.token, tls_ca or running.tls_ca
         else:
-            configured = load(ClusterConfig)
             address, token = configured.address, token or configured.token
+    tls_ca = tls_ca or configured.tls_ca
     if address is None:
         raise InvalidArgumentError(
             "no memtier cluster to connect to: call memtier.start_local(path) first, pass "
             "address='grpc://host:port', or set MEMTIER_CLUSTER_ADDRESS"
         )
     return Client(
-        MasterProxy(address, token=token),
-        lambda _server_id, location: TableServerProxy(location, token=token),
+        MasterProxy(address, token=token, tls_ca=tls_ca),
+        lambda _server_id, location: TableServerProxy(location, token=token, tls_ca=tls_ca),
     )
 
