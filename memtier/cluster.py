@@ -49,6 +49,7 @@ __all__ = ["LocalCluster", "connect", "start", "start_local"]
 log = logging.getLogger(__name__)
 
 NAMESPACE = "memtier"
+_WILDCARDS = ("0.0.0.0", "::", "")
 MASTER_NAME = "memtier-master"
 #: How often an idle table-service actor asks the master for work.
 _SERVICE_POLL_S = 0.5
@@ -102,10 +103,11 @@ class MasterShell:
             services=services,
             catalog=catalog,
         )
+        advertise = _advertised(config.host)
         self.rpc = RpcServer(MasterService(self.master), host=config.host, port=port, token=token,
-                             tls=identity(config)).start()
+                             tls=identity(config), advertise=advertise).start()
         self.metrics = serve_metrics(lambda: master_metrics(self.master.status()), host=config.host,
-                                     tls=identity(config))
+                                     tls=identity(config), advertise=advertise)
         self.master.metrics_url = self.metrics.url
         # a pause of a quarter of the heartbeat timeout: the servers' silence across it is not theirs
         self._pauses = PauseWatch(config.heartbeat_timeout.total_seconds() / 4, self.master.resumed)
@@ -159,11 +161,12 @@ class TableServerShell:
                                   config=server_config, wal_config=load(WalConfig, server or {}),
                                   flush_cpus=flush_cpus,
                                   wal_storage_options=storage_options if "://" in wal_root else None)
+        advertise = _advertised(config.host)
         self.rpc = RpcServer(TableServerService(self.server), host=config.host, token=config.token,
-                             tls=identity(config)).start()
+                             tls=identity(config), advertise=advertise).start()
         self.metrics = serve_metrics(
             lambda: table_server_metrics(self.server.status(), self.server.latencies()), host=config.host,
-            tls=identity(config),
+            tls=identity(config), advertise=advertise,
         )
         self.server.metrics_url = self.metrics.url
         if isinstance(self.server.flusher, ProcessFlusher):
@@ -238,7 +241,7 @@ class TableServiceShell:
 
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host if host not in ("0.0.0.0", "") else "127.0.0.1", 0))
+        s.bind((host if host not in _WILDCARDS else "127.0.0.1", 0))
         return s.getsockname()[1]
 
 
@@ -328,8 +331,10 @@ def start(
 ) -> LocalCluster:
     """Start a cluster on the Ray runtime this process is connected to (``address``:
     connect to that Ray cluster first). Table servers are spread over the Ray nodes;
-    ``pin_to_nodes`` ties each to its node, so a lost node's buckets move to the
-    surviving servers instead of the server restarting elsewhere."""
+    ``pin_to_nodes`` ties each to its node (one with CPUs: a node started with
+    ``--num-cpus=0``, as a head node often is, gets none), so a lost node's buckets move to
+    the surviving servers instead of the server restarting elsewhere, and places the
+    master on this process's node (whose actors die with this process anyway)."""
     ray = _import_ray()
     if table_servers < 1:
         raise InvalidArgumentError(f"table_servers must be at least 1, got {table_servers}")
@@ -348,13 +353,17 @@ def start(
         path = os.path.abspath(path)
     port = _free_port(cluster_config.host)
     master_cls = ray.remote(MasterShell)
+    master_options: dict[str, Any] = {}
+    if pin_to_nodes:
+        master_options["scheduling_strategy"] = _on_node(ray.get_runtime_context().get_node_id(), soft=False)
     master = master_cls.options(
         name=f"{MASTER_NAME}-{uuid.uuid4().hex[:8]}", namespace=NAMESPACE, max_restarts=-1,
-        max_task_retries=-1, num_cpus=0,
+        max_task_retries=-1, num_cpus=0, **master_options,
     ).remote(path, port, cluster_options, storage_options, service_options, catalog_options)
     address_of_master = ray.get(master.location.remote(), timeout=start_timeout)
     server_cls = ray.remote(TableServerShell)
-    nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    nodes = [n["NodeID"] for n in alive if n.get("Resources", {}).get("CPU", 0) > 0] or [n["NodeID"] for n in alive]
     wal = wal_root(path, cluster_config)
     servers = {}
     for i in range(table_servers):
@@ -362,11 +371,7 @@ def start(
         actor_options: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1, "num_cpus": 0,
                                          "runtime_env": {"env_vars": PROCESS_ENV}}
         if pin_to_nodes and nodes:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            actor_options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
-                nodes[i % len(nodes)], soft=False
-            )
+            actor_options["scheduling_strategy"] = _on_node(nodes[i % len(nodes)], soft=False)
         elif len(nodes) > 1:
             actor_options["scheduling_strategy"] = "SPREAD"
         servers[name] = server_cls.options(**actor_options).remote(
@@ -382,6 +387,14 @@ def start(
     return cluster
 
 
+def _advertised(host: str) -> str:
+    """The address a process serving on ``host`` is reached at: for a wildcard (every
+    interface), the address of the Ray node it runs on."""
+    if host in _WILDCARDS:
+        return _import_ray().util.get_node_ip_address()
+    return host
+
+
 def identity(config: ClusterConfig) -> ServerIdentity | None:
     """The certificate and key servers of this config serve TLS with, if it has them."""
     if config.tls_certificate is None or config.tls_key is None:
@@ -395,6 +408,14 @@ def wal_root(path: str, config: ClusterConfig) -> str:
     if config.wal_path is None:
         return join(path, "_memtier", "wal")
     return config.wal_path if "://" in config.wal_path else os.path.abspath(config.wal_path)
+
+
+def _on_node(node_id: str, *, soft: bool) -> Any:
+    """A scheduling strategy placing an actor on Ray node ``node_id`` (elsewhere if that
+    one cannot take it, with ``soft``)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id, soft=soft)
 
 
 def _check_pool_fits(ray: Any, config: ServicesConfig) -> None:

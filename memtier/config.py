@@ -331,7 +331,8 @@ class ClusterConfig:
         "cluster.host",
         "127.0.0.1",
         str,
-        "the address Flight endpoints bind to; anything but loopback requires cluster.token and TLS",
+        "the address Flight endpoints bind to (0.0.0.0: every interface, each process telling "
+        "clients its Ray node's address); anything but loopback requires cluster.token and TLS",
     )
     token: str | None = setting(
         "cluster.token",

@@ -115,12 +115,14 @@ class _Collector:
 
 def serve_metrics(
     collect: Callable[[], Iterable[Metric]], host: str = "127.0.0.1", port: int = 0,
-    tls: ServerIdentity | None = None,
+    tls: ServerIdentity | None = None, advertise: str | None = None,
 ) -> MetricsEndpoint:
     """Serve ``collect()``'s metrics at ``http://host:port/metrics`` (port 0: any free one;
-    ``https://`` with the server's certificate and key, given ``tls``)."""
+    ``https://`` with the server's certificate and key, given ``tls``; the URL names
+    ``advertise`` when ``host`` is a wildcard)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(collect))  # type: ignore[arg-type]
     files = {} if tls is None else {"certfile": tls.certificate, "keyfile": tls.key}
     server, _thread = start_http_server(port, addr=host, registry=registry, **files)
-    return MetricsEndpoint(f"{'http' if tls is None else 'https'}://{host}:{server.server_port}/metrics", server)
+    scheme = "http" if tls is None else "https"
+    return MetricsEndpoint(f"{scheme}://{advertise or host}:{server.server_port}/metrics", server)

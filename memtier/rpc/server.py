@@ -66,12 +66,13 @@ class RpcServer:
 
     Given ``tls``, it serves TLS only (``grpc+tls://``). Binding to anything but a loopback
     address requires ``token`` and ``tls``; given a token, every call must carry
-    ``authorization: Bearer <token>``.
+    ``authorization: Bearer <token>``. Its :attr:`location` names ``advertise`` (the
+    address clients reach it by, when ``host`` is a wildcard such as ``0.0.0.0``), else ``host``.
     """
 
     def __init__(
         self, service: Service, *, host: str = "127.0.0.1", port: int = 0,
-        token: str | None = None, tls: ServerIdentity | None = None,
+        token: str | None = None, tls: ServerIdentity | None = None, advertise: str | None = None,
     ) -> None:
         if token is None and not addresses.is_loopback(host):
             raise InvalidArgumentError(
@@ -86,6 +87,7 @@ class RpcServer:
             )
         self._service = service
         self._host = host
+        self._advertise = advertise or host
         self._requested_port = port
         self._expected = None if token is None else codec.bearer(token)
         self._tls = tls
@@ -115,7 +117,7 @@ class RpcServer:
     def location(self) -> str:
         """``grpc://host:port`` (``grpc+tls://`` with TLS) with the bound port: what an
         :class:`RpcClient` connects to."""
-        return addresses.location(self._host, self.port, tls=self._tls is not None)
+        return addresses.location(self._advertise, self.port, tls=self._tls is not None)
 
     def stop(self) -> None:
         """Stop serving, after the calls in progress finish. Idempotent."""
