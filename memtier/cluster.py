@@ -49,8 +49,9 @@ __all__ = ["LocalCluster", "connect", "start", "start_local"]
 log = logging.getLogger(__name__)
 
 NAMESPACE = "memtier"
-_WILDCARDS = ("0.0.0.0", "::", "")
 MASTER_NAME = "memtier-master"
+#: Hosts that bind every interface: a process serving on one advertises its node's address.
+_WILDCARDS = ("0.0.0.0", "::", "")
 #: How often an idle table-service actor asks the master for work.
 _SERVICE_POLL_S = 0.5
 
@@ -103,11 +104,11 @@ class MasterShell:
             services=services,
             catalog=catalog,
         )
-        advertise = _advertised(config.host)
+        tls, advertise = identity(config), _advertised(config.host)
         self.rpc = RpcServer(MasterService(self.master), host=config.host, port=port, token=token,
-                             tls=identity(config), advertise=advertise).start()
+                             tls=tls, advertise=advertise).start()
         self.metrics = serve_metrics(lambda: master_metrics(self.master.status()), host=config.host,
-                                     tls=identity(config), advertise=advertise)
+                                     tls=tls, advertise=advertise)
         self.master.metrics_url = self.metrics.url
         # a pause of a quarter of the heartbeat timeout: the servers' silence across it is not theirs
         self._pauses = PauseWatch(config.heartbeat_timeout.total_seconds() / 4, self.master.resumed)
@@ -161,12 +162,12 @@ class TableServerShell:
                                   config=server_config, wal_config=load(WalConfig, server or {}),
                                   flush_cpus=flush_cpus,
                                   wal_storage_options=storage_options if "://" in wal_root else None)
-        advertise = _advertised(config.host)
+        tls, advertise = identity(config), _advertised(config.host)
         self.rpc = RpcServer(TableServerService(self.server), host=config.host, token=config.token,
-                             tls=identity(config), advertise=advertise).start()
+                             tls=tls, advertise=advertise).start()
         self.metrics = serve_metrics(
             lambda: table_server_metrics(self.server.status(), self.server.latencies()), host=config.host,
-            tls=identity(config), advertise=advertise,
+            tls=tls, advertise=advertise,
         )
         self.server.metrics_url = self.metrics.url
         if isinstance(self.server.flusher, ProcessFlusher):
@@ -213,8 +214,7 @@ class TableServiceShell:
         config = load(ClusterConfig, cluster)
         self.cpus = pin(service_cpus(config.service_cpus, available()))
         master = MasterProxy(master_location, token=config.token, tls_ca=config.tls_ca)
-        self.worker = ServiceWorker(worker_id, master,
-                                    cpus=describe(self.cpus))
+        self.worker = ServiceWorker(worker_id, master, cpus=describe(self.cpus))
         self.worker.start()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memtier-services", daemon=True)

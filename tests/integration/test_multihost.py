@@ -168,7 +168,7 @@ def test_a_host_cut_off_and_reconnected_acknowledges_nothing_for_its_moved_bucke
     cluster.network.cut(cluster.hosts["a"])
     try:
         wait_until(lambda: set(cluster.routing("fenced").values()) == {cluster.server_on("b")},
-                   "the master to move the cut-off host's buckets", timeout=60)
+                   "the master to move the cut-off host's buckets", timeout=120)
         argv = [sys.executable, "-m", "tests.support.netclient", "probe", location, TOKEN, cluster.pki.ca, "fenced",
                 ",".join(map(str, keys))]
         probe = cluster.network.run(cluster.hosts["a"], argv, stdout=subprocess.PIPE, text=True, cwd=REPO)
