@@ -62,11 +62,10 @@ class RayHosts:
     def _start(self, host: Host, *options: str) -> None:
         temp = f"/tmp/{host.namespace}"  # short: Ray's socket paths must fit 107 bytes
         self._dirs.append(temp)
-        log = open(f"{temp}.log", "w")  # noqa: SIM115 (the process writes it until it is killed)
-        self.network.run(host, [str(VENV_BIN / "ray"), "start", "--block", f"--node-ip-address={host.address}",
-                                f"--temp-dir={temp}", "--disable-usage-stats", *options],
-                         env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
+        with open(f"{temp}.log", "w") as log:  # the process keeps its own descriptor of it
+            self.network.run(host, [str(VENV_BIN / "ray"), "start", "--block", f"--node-ip-address={host.address}",
+                                    f"--temp-dir={temp}", "--disable-usage-stats", *options],
+                             env=self.env, stdout=log, stderr=subprocess.STDOUT)
 
     def drive(self, path: str, config: dict[str, str]) -> tuple[subprocess.Popen[str], dict[str, Any]]:
         """Start memtier (a driver on the head's host); the driver and what it printed."""
