@@ -68,7 +68,8 @@ def ca_pem(ca: str) -> str:
 
 def explain(target: str, detail: str, ca: str | None) -> str | None:
     """Why a connection to ``target`` failed with Flight's ``detail``, when TLS is the
-    reason (a client trusting ``ca``, None: the system's CAs); None when it is not."""
+    reason and trying again cannot help (a client trusting ``ca``, None: the system's
+    CAs); None otherwise (a handshake cut short by a server going down is retried)."""
     host, port = addresses.host_port(target)
     unverified = _UNVERIFIED.search(detail)
     if unverified:
@@ -90,8 +91,6 @@ def explain(target: str, detail: str, ca: str | None) -> str | None:
             f"{target} does not speak TLS (its server has no cluster.tls.certificate): connect to "
             f"{addresses.location(host, port, tls=False)}, or give the servers a certificate"
         )
-    if "handshake failed" in detail.lower():
-        return f"the TLS handshake with {target} failed: {detail}"
     if not addresses.is_tls(target) and "Socket closed" in detail and _speaks_tls(host, port):
         return (
             f"{target} speaks TLS and this client spoke clear text to it: connect to "
