@@ -1,5 +1,6 @@
 """A Spark backfill into a live table, on a real Ray cluster: while a client streams
-upserts into the same file groups and the table server flushes them every 250 ms (and the
+upserts into the same file groups and the table server flushes them every 250 ms (a client
+forcing more flushes while the backfill runs, and the
 table-service pool compacts on its own), ``df.write.format("memtier")`` of every key
 succeeds, and memtier, hudi-rs and Apache Hudi on Spark read the model before and after a
 compaction. First with ordering values that decide every key, then with equal ones, where
@@ -100,6 +101,32 @@ class Stream:
         assert not self.errors, self.errors
 
 
+class Flusher:
+    """While entered, a client flushing the table again and again (each flush waits for
+    its commit), as a table with small blocks flushes under a steady stream."""
+
+    def __init__(self, client: Any, table: str) -> None:
+        self.client, self.table = client, table
+        self.stop, self.errors = threading.Event(), []
+        self.thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        try:
+            while not self.stop.wait(0.1):
+                self.client.flush(self.table)
+        except BaseException as e:  # noqa: BLE001 - reported on exit
+            self.errors.append(e)
+
+    def __enter__(self) -> Flusher:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        assert not self.errors, self.errors
+
+
 def _new_table(cluster: Any) -> str:
     name = f"live_{uuid.uuid4().hex[:6]}"
     cluster.client().create_table(name, SCHEMA, record_key="id", ordering_field="ts", partition_fields="city",
@@ -147,8 +174,11 @@ def _run(cluster: Any, spark: Any, hudi_spark: HudiSpark, ts_choices: tuple[int,
     client.write(table, _rows(np.arange(0, ROWS, 2), 1, "initial"))
     client.flush(table)
     stream = Stream(cluster.client(), table, ts_choices, seed=ROWS + len(ts_choices))
+    flusher = Flusher(cluster.client(), table)
     try:
-        _backfill(spark, table, _rows(np.arange(ROWS), BACKFILL_TS, "backfill"))
+        wait_until(lambda: stream.batches or stream.errors, "the stream's first batch")
+        with flusher:  # the automatic flushes may all miss a short backfill: flushes forced meanwhile too
+            _backfill(spark, table, _rows(np.arange(ROWS), BACKFILL_TS, "backfill"))
         done = len(stream.batches)
         while len(stream.batches) < done + 20 and not stream.errors:  # streamed after the backfill's commit
             stream.stop.wait(0.05)
