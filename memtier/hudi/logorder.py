@@ -33,7 +33,7 @@ from memtier.hudi.filenames import LogFile, PendingLogFile, classify
 from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.logfilters import rename_log_filters
 from memtier.hudi.tablemeta import TableMeta
-from memtier.hudi.timeline import Instant, State, Timeline, TimelineWriter
+from memtier.hudi.timeline import Instant, State, Timeline
 from memtier.io import basename, join
 
 __all__ = ["Rename", "apply_renames", "has_pending_logs", "place_log_files", "planned_log_files"]
@@ -65,7 +65,7 @@ def planned_log_files(meta: TableMeta, timeline: Timeline, instant: str) -> dict
             continue
         try:
             content = meta.io.read_bytes(timeline.instant_path(meta.base_path, pending))
-            metadata = CommitMetadata.from_json(content)
+            metadata = CommitMetadata.decode(content)
         except (NotFoundError, InvalidArgumentError):
             continue  # completed or rolled back since it was listed, or no names in it
         for stat in (s for stats in metadata.partition_to_write_stats.values() for s in stats):
@@ -142,8 +142,8 @@ def apply_renames(meta: TableMeta, instant: str, action: str, metadata: CommitMe
     if not renames:
         return
     skeleton = metadata.with_stats([*metadata.write_stats(), *placed])
-    TimelineWriter(meta.io, meta.base_path).replace_inflight(Instant(instant, action, State.INFLIGHT),
-                                                             skeleton.to_json())
+    meta.timeline_writer().replace_inflight(Instant(instant, action, State.INFLIGHT),
+                                            skeleton.encode(meta.layout))
     for r in renames:
         meta.io.rename(join(meta.base_path, r.partition, r.old), join(meta.base_path, r.partition, r.new))
     rename_log_filters(meta, instant, {join(r.partition, r.old): join(r.partition, r.new) for r in renames})

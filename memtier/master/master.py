@@ -37,7 +37,7 @@ from memtier.errors import (
 from memtier.hudi.commit import CommitMetadata, WriteStat, is_avro_container
 from memtier.hudi.table import HudiTable
 from memtier.hudi.tablemeta import TableMeta
-from memtier.hudi.timeline import COMMIT_ACTIONS, Instant, State, TimelineWriter, new_instant_time
+from memtier.hudi.timeline import COMMIT_ACTIONS, Instant, State, new_instant_time
 from memtier.hudi.writer import commit_metadata, rollback_instant, rollback_pending
 from memtier.io import join, open_fileio
 from memtier.master.assignment import ServerLoad, place, rebalance_move
@@ -585,7 +585,7 @@ class Master:
         timeline_last = meta.timeline().last_timestamp() or ""
         instant = new_instant_time(max(timeline_last, self._last_instant.get(table, "")) or None,
                                    lambda: _utc(self._clock()))
-        TimelineWriter(meta.io, meta.base_path).request(instant, action, plan)
+        meta.timeline_writer().request(instant, action, plan)
         self._last_instant[table] = instant
         self._commits(table).begin(instant, action, owner, refs, life)
         return instant
@@ -610,7 +610,7 @@ class Master:
             if found[0].state is State.REQUESTED:
                 content = meta.io.read_bytes(timeline.instant_path(meta.base_path, found[0])) \
                     if action == "clean" else b""
-                TimelineWriter(meta.io, meta.base_path).inflight(found[0], content)
+                meta.timeline_writer().inflight(found[0], content)
 
     def revert_to_requested(self, table: str, instant: str) -> None:
         """Undo a failed attempt of a compaction: its files deleted, the instant back to
@@ -635,7 +635,7 @@ class Master:
             commits = self._commits(table)
             action = commits.pending(instant)
             commits.touch(instant, _refs(file_groups))
-            TimelineWriter(meta.io, meta.base_path).inflight(Instant(instant, action, State.REQUESTED), planned)
+            meta.timeline_writer().inflight(Instant(instant, action, State.REQUESTED), _for_layout(meta, planned))
 
     def complete_commit(
         self, table: str, instant: str, content: bytes | CommitMetadata, *,
@@ -686,10 +686,11 @@ class Master:
                 completed = new_instant_time(self._last_instant.get(table) or None, lambda: _utc(self._clock()))
                 self._last_instant[table] = completed
                 data = dataclasses.replace(
-                    metadata, extra_metadata={**metadata.extra_metadata, COMPLETION_TIME_KEY: completed}).to_json()
+                    metadata, extra_metadata={**metadata.extra_metadata, COMPLETION_TIME_KEY: completed}
+                ).encode(meta.layout)
             inflight = Instant(instant, action, State.INFLIGHT)
             try:
-                done = TimelineWriter(meta.io, meta.base_path).complete(inflight, data)
+                done = meta.timeline_writer().complete(inflight, data)
             except Exception as e:
                 raise CommitStateUnknownError(f"completing {action} {instant} of {table} failed: {e}") from e
             commits.complete(instant, refs)
@@ -721,7 +722,7 @@ class Master:
             action = self._commits(table).pending_instants().get(instant)
             requested = Instant(instant, action or "", State.REQUESTED)
             if planned and action is not None and requested in meta.timeline().pending(None):
-                TimelineWriter(meta.io, meta.base_path).inflight(requested, planned)
+                meta.timeline_writer().inflight(requested, _for_layout(meta, planned))
             self._rollback_locked(table, meta, instant)
 
     def _rollback_locked(self, table: str, meta: TableMeta, instant: str) -> None:
@@ -907,6 +908,13 @@ def _commit_metadata(content: bytes | CommitMetadata) -> CommitMetadata | None:
     if isinstance(content, CommitMetadata):
         return content
     return None if not content.strip() or is_avro_container(content) else CommitMetadata.from_json(content)
+
+
+def _for_layout(meta: TableMeta, content: bytes) -> bytes:
+    """Instant content as the table's timeline layout encodes it: commit metadata, which
+    writers send as JSON, becomes Avro on layout 2; other content stays as it is."""
+    metadata = _commit_metadata(content)
+    return content if metadata is None else metadata.encode(meta.layout)
 
 
 def _refs(file_groups: Sequence[Sequence[str]]) -> list[FileGroupRef]:
