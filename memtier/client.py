@@ -43,6 +43,7 @@ from memtier.hudi.deletes import DELETE_FLAG, prepare_write
 from memtier.hudi.filters import Filter, key_buckets, key_filters, validate
 from memtier.hudi.keys import KeyColumns, bucket_ids, whole
 from memtier.hudi.merge import LogEntry
+from memtier.hudi.properties import DEFAULT_TABLE_VERSION
 from memtier.hudi.reader import read_columns, read_instants, read_table
 from memtier.hudi.routing import file_group_order, producer_bucket
 from memtier.hudi.rows import take_rows
@@ -230,8 +231,13 @@ class Client:
         table_type: str = "MERGE_ON_READ",
         storage_options: Mapping[str, str] | None = None,
         log_block_format: str = "avro",
+        table_version: int = DEFAULT_TABLE_VERSION,
     ) -> dict[str, Any]:
         """Create a table (a Hudi table at ``path``, by default under the cluster root).
+
+        ``table_version`` is the Hudi table version written: 6 (timeline layout 1, read by
+        Hudi 0.14+ and 1.x, Trino, Presto, hudi-rs), 8 (Hudi 1.0+) or 9 (Hudi 1.1+); see
+        the README's table of which reader reads which.
 
         ``record_key=None`` creates an append-only table: every row is kept (no merge or
         de-duplication by key), Hudi generates its record keys, and each producer's
@@ -240,6 +246,7 @@ class Client:
             name, schema, record_key, ordering_field=ordering_field,
             partition_fields=partition_fields, buckets=buckets, table_type=table_type, path=path,
             storage_options=storage_options, log_block_format=log_block_format,
+            table_version=table_version,
         )
 
     def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -60,6 +60,9 @@ MERGE_STRATEGY_ID = "hoodie.record.merge.strategy.id"  # v8
 TIMELINE_PATH = "hoodie.timeline.path"  # v8
 TIMELINE_HISTORY_PATH = "hoodie.timeline.history.path"  # v8
 TABLE_FORMAT = "hoodie.table.format"  # v9
+MULTIPLE_BASE_FORMATS = "hoodie.table.multiple.base.file.formats.enable"
+#: The merge modes memtier applies: by ordering value (ties to the later write), by commit.
+_MERGE_MODES = ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING")
 BASE_FILE_FORMAT = "hoodie.table.base.file.format"
 CREATE_SCHEMA = "hoodie.table.create.schema"
 DATABASE_NAME = "hoodie.database.name"
@@ -320,6 +323,9 @@ class TableConfig:
     populate_meta_fields: bool
     buckets: int | None
     log_block_format: str
+    #: Hudi 1.x's ``hoodie.record.merge.mode`` (None when the table does not say: event
+    #: time with an ordering field, as version 6 payloads merge)
+    merge_mode: str | None = None
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -347,6 +353,18 @@ class TableConfig:
                 f" {table_checksum(database, name)}",
             )
         base_format = props.get(BASE_FILE_FORMAT, "PARQUET").strip().upper()
+        if base_format != "PARQUET" or _flag(props, MULTIPLE_BASE_FORMATS, False, path):
+            raise UnsupportedTableError(
+                f"table at {path} has {base_format} base files ({BASE_FILE_FORMAT}"
+                f"{', ' + MULTIPLE_BASE_FORMATS + '=true' if base_format == 'PARQUET' else ''});"
+                " memtier reads and writes Parquet base files only (Lance, ORC and HFile are not read)"
+            )
+        merge_mode = props.get(MERGE_MODE, "").strip().upper() or None
+        if merge_mode not in (None, *_MERGE_MODES):
+            raise UnsupportedTableError(
+                f"{MERGE_MODE}={props[MERGE_MODE]!r} at {path}: memtier merges records by event time"
+                f" or commit time ({', '.join(_MERGE_MODES)}), not with a custom merger"
+            )
         log_block_format = props.get(LOG_BLOCK_FORMAT, "avro").strip().lower()
         if log_block_format not in _LOG_BLOCK_FORMATS:
             raise UnsupportedTableError(
@@ -371,6 +389,7 @@ class TableConfig:
             populate_meta_fields=_flag(props, POPULATE_META_FIELDS, True, path),
             buckets=_int(props, BUCKETS, path),
             log_block_format=log_block_format,
+            merge_mode=merge_mode,
             raw=dict(props),
         )
 
@@ -436,6 +455,7 @@ class TableConfig:
             populate_meta_fields=True,
             buckets=buckets,
             log_block_format=log_block_format,
+            merge_mode=_CREATED_KEYS[version].get(MERGE_MODE),
             raw={**_CREATED_KEYS[version], TIMELINE_TIMEZONE: "UTC"},
         )
 

@@ -1,5 +1,4 @@
-"""``HudiTable``: create, open, write and read an Apache Hudi table (version 6 written;
-versions 6 and 8 read)."""
+"""``HudiTable``: create, open, write and read an Apache Hudi table (versions 6, 8 and 9)."""
 
 from __future__ import annotations
 
@@ -16,7 +15,13 @@ from memtier.hudi.avro import arrow_to_avro_schema
 from memtier.hudi.filenames import bucket_or_none
 from memtier.hudi.filters import Filter
 from memtier.hudi.fsview import FileSlice, FileSystemView
-from memtier.hudi.properties import TableConfig, format_properties, properties_path, write_table_config
+from memtier.hudi.properties import (
+    DEFAULT_TABLE_VERSION,
+    TableConfig,
+    format_properties,
+    properties_path,
+    write_table_config,
+)
 from memtier.hudi.reader import read_table
 from memtier.hudi.schema import encode_schema, validate_table_schema
 from memtier.hudi.tablemeta import ARROW_SCHEMA_KEY, TableMeta
@@ -68,6 +73,7 @@ class HudiTable:
         *,
         name: str | None = None,
         log_block_format: str = "avro",
+        table_version: int = DEFAULT_TABLE_VERSION,
     ) -> HudiTable:
         """Create an empty table; :class:`TableExistsError` if one is already at ``path``.
 
@@ -75,7 +81,9 @@ class HudiTable:
         ``record_key=None`` makes an append-only table: no merge by key, record keys
         generated as Hudi 0.14+ generates them, ``buckets`` file groups per partition
         filled by load. ``log_block_format`` is ``"avro"`` (readable by every Hudi reader, Trino's
-        log-merging connector included) or ``"parquet"``.
+        log-merging connector included) or ``"parquet"``. ``table_version`` is 6 (timeline
+        layout 1), 8 or 9 (layout 2: completion times, log files named by their deltacommit,
+        Avro commit metadata).
         """
         if table_type not in TABLE_TYPES:
             raise InvalidArgumentError(f"table_type must be one of {TABLE_TYPES}, got {table_type!r}")
@@ -86,7 +94,7 @@ class HudiTable:
         table_name = name or _default_name(path)
         config = TableConfig.new(
             table_name, table_type, keys, ordering_field, partitions, buckets,
-            json.dumps(arrow_to_avro_schema(schema, table_name)), log_block_format,
+            json.dumps(arrow_to_avro_schema(schema, table_name)), log_block_format, version=table_version,
         )
         config = dataclasses.replace(
             config, raw={**config.raw, ARROW_SCHEMA_KEY: encode_schema(schema)}
@@ -101,7 +109,7 @@ class HudiTable:
 
     @classmethod
     def open(cls, path: str, storage_options: Mapping[str, str] | None = None) -> HudiTable:
-        """Open an existing table (memtier's or Apache Hudi's, version 6 or 8)."""
+        """Open an existing table (memtier's or Apache Hudi's, version 6, 8 or 9)."""
         io = open_fileio(path, storage_options)
         return cls(TableMeta.load(io, path))
 

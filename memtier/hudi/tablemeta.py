@@ -105,8 +105,12 @@ class TableMeta:
 
     @cached_property
     def merge_spec(self) -> MergeSpec:
+        """How records merge: by the ordering field (the later write on ties), or in commit
+        order when the table has none or Hudi 1.x's merge mode says so."""
         ordering = self.config.ordering_field
         if ordering is not None and ordering not in self.physical.names:
+            ordering = None
+        if self.config.merge_mode == "COMMIT_TIME_ORDERING":
             ordering = None
         if self.keyless:
             return MergeSpec(None, ordering)

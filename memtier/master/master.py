@@ -35,6 +35,7 @@ from memtier.errors import (
     TransactionError,
 )
 from memtier.hudi.commit import CommitMetadata, WriteStat, is_avro_container
+from memtier.hudi.properties import DEFAULT_TABLE_VERSION
 from memtier.hudi.table import HudiTable
 from memtier.hudi.tablemeta import TableMeta
 from memtier.hudi.timeline import COMMIT_ACTIONS, Instant, State, new_instant_time
@@ -219,8 +220,9 @@ class Master:
         path: str | None = None,
         storage_options: Mapping[str, str] | None = None,
         log_block_format: str = "avro",
+        table_version: int = DEFAULT_TABLE_VERSION,
     ) -> dict[str, Any]:
-        """Create a Hudi table and serve it; its description."""
+        """Create a Hudi table (of Hudi table version ``table_version``) and serve it; its description."""
         validate_table_name(name)
         with self._lock:
             if name in self._state.tables:
@@ -230,7 +232,7 @@ class Master:
             self._storage_options if path is None else {}))
         HudiTable.create(
             table_path, schema, record_key, ordering_field, partition_fields, buckets, table_type,
-            options, name=name, log_block_format=log_block_format,
+            options, name=name, log_block_format=log_block_format, table_version=table_version,
         )
         return self._add_table(name, table_path, options)
 

@@ -221,6 +221,10 @@ def test_other_table_versions_are_refused(version: int) -> None:
         ({"hoodie.table.precombine.field": "a,b"}, UnsupportedTableError, "several fields"),
         ({"hoodie.memtier.log.block.format": "orc"}, UnsupportedTableError, "log.block.format"),
         ({"hoodie.table.checksum": "1"}, CorruptFileError, "CRC32"),
+        ({"hoodie.table.base.file.format": "LANCE"}, UnsupportedTableError, "LANCE base files"),
+        ({"hoodie.table.multiple.base.file.formats.enable": "true"}, UnsupportedTableError,
+         "multiple.base.file.formats.enable=true"),
+        ({"hoodie.record.merge.mode": "CUSTOM"}, UnsupportedTableError, "not with a custom merger"),
     ],
 )
 def test_bad_properties_are_refused_naming_key_and_path(
@@ -245,6 +249,12 @@ def test_defaults_follow_java() -> None:
 def test_v9_ordering_fields_key_is_read() -> None:
     props = {**V6, "hoodie.table.ordering.fields": "ts", "hoodie.table.precombine.field": "old"}
     assert TableConfig.from_properties(props, "p").ordering_field == "ts"
+
+
+@pytest.mark.parametrize("mode", ["EVENT_TIME_ORDERING", "commit_time_ordering", None])
+def test_merge_mode_is_read(mode: str | None) -> None:
+    props = {**V6, **({"hoodie.record.merge.mode": mode} if mode else {})}
+    assert TableConfig.from_properties(props, "p").merge_mode == (mode.upper() if mode else None)
 
 
 def test_custom_keygen_partition_types_are_stripped_but_kept_on_rewrite() -> None:
