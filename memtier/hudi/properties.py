@@ -33,6 +33,7 @@ __all__ = [
     "load_table_config",
     "parse_properties",
     "properties_path",
+    "rewrite_table_config",
     "table_checksum",
     "write_table_config",
 ]
@@ -61,6 +62,8 @@ TIMELINE_PATH = "hoodie.timeline.path"  # v8
 TIMELINE_HISTORY_PATH = "hoodie.timeline.history.path"  # v8
 TABLE_FORMAT = "hoodie.table.format"  # v9
 MULTIPLE_BASE_FORMATS = "hoodie.table.multiple.base.file.formats.enable"
+METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
+METADATA_PARTITIONS_INFLIGHT = "hoodie.table.metadata.partitions.inflight"
 #: The merge modes memtier applies: by ordering value (ties to the later write), by commit.
 _MERGE_MODES = ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING")
 BASE_FILE_FORMAT = "hoodie.table.base.file.format"
@@ -535,6 +538,14 @@ def load_table_config(io: FileIO, base_path: str) -> TableConfig:
     except InvalidArgumentError as e:
         raise CorruptFileError(path, 0, str(e)) from e
     return TableConfig.from_properties(props, base_path)
+
+
+def rewrite_table_config(io: FileIO, base_path: str, config: TableConfig) -> None:
+    """Replace the ``hoodie.properties`` of an existing table, atomically (Hadoop's local
+    ``.crc`` sidecar of the old file is deleted first: it would fail Hudi's read of the new one)."""
+    path = properties_path(base_path)
+    io.delete(join(base_path, ".hoodie", ".hoodie.properties.crc"))
+    io.write_atomic(path, format_properties(config.to_properties()).encode("ascii"))
 
 
 def write_table_config(io: FileIO, base_path: str, config: TableConfig) -> None:

@@ -35,6 +35,7 @@ from memtier.errors import (
     TransactionError,
 )
 from memtier.hudi.commit import CommitMetadata, WriteStat, is_avro_container
+from memtier.hudi.mdt import drop_metadata_table, metadata_table_path
 from memtier.hudi.properties import DEFAULT_TABLE_VERSION
 from memtier.hudi.table import HudiTable
 from memtier.hudi.tablemeta import TableMeta
@@ -184,13 +185,24 @@ class Master:
         return entry
 
     def _meta(self, table: str) -> TableMeta:
+        """The table's meta, loaded once; Hudi's metadata table, if the table has one, is
+        dropped then (:mod:`memtier.hudi.mdt`)."""
         with self._lock:
             meta = self._metas.get(table)
             if meta is None:
                 entry = self._entry(table)
-                meta = TableMeta.load(open_fileio(entry.path, entry.storage_options), entry.path)
+                meta = drop_metadata_table(TableMeta.load(open_fileio(entry.path, entry.storage_options), entry.path))
                 self._metas[table] = meta
             return meta
+
+    def _without_metadata_table(self, table: str, meta: TableMeta) -> TableMeta:
+        """``meta``, once a metadata table a Hudi writer made since it was loaded is dropped."""
+        if not meta.io.exists(join(metadata_table_path(meta.base_path), ".hoodie", "hoodie.properties")):
+            return meta
+        meta = drop_metadata_table(TableMeta.load(meta.io, meta.base_path))
+        with self._lock:
+            self._metas[table] = meta
+        return meta
 
     def meta(self, table: str) -> TableMeta:
         """The table's Hudi metadata (config, schemas, storage)."""
@@ -682,6 +694,8 @@ class Master:
                     f"back (nothing of it is visible): {'; '.join(found)}"
                 )
             data = content if isinstance(content, bytes) else b""
+            if action != "clean":
+                meta = self._without_metadata_table(table, meta)
             if metadata is not None:
                 if action == LOG_WRITE:
                     metadata = settle_log_files(meta, commits, instant, metadata, refs)
