@@ -34,6 +34,7 @@ from memtier.errors import (
     NotFoundError,
     NotOwnerError,
     RpcError,
+    TableConvertingError,
     TransactionError,
     UnsupportedTableError,
 )
@@ -71,7 +72,8 @@ class MasterAPI(Protocol):
     """What the client calls on the master (a :class:`~memtier.master.Master` or its proxy)."""
 
     def create_table(self, name: str, schema: pa.Schema, record_key: Any, **options: Any) -> dict[str, Any]: ...
-    def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None) -> dict[str, Any]: ...
+    def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None,
+                       buckets: int | None = None) -> dict[str, Any]: ...
     def drop_table(self, name: str, *, purge: bool = False) -> None: ...
     def list_tables(self) -> list[str]: ...
     def describe_table(self, name: str) -> dict[str, Any]: ...
@@ -125,6 +127,7 @@ class _Routing:
     routing: Mapping[int, str]  # bucket -> server id
     servers: Mapping[str, str]  # server id -> location
     max_batch_rows: int | None
+    conversion: Mapping[str, Any] | None = None  # the clustering converting it into buckets
 
     @classmethod
     def of(cls, description: Mapping[str, Any]) -> _Routing:
@@ -138,6 +141,7 @@ class _Routing:
             {int(b): s for b, s in description["routing"].items()},
             dict(description["servers"]),
             description.get("max_batch_rows"),
+            description.get("conversion"),
         )
 
     def location(self, server_id: str) -> str:
@@ -249,9 +253,14 @@ class Client:
             table_version=table_version,
         )
 
-    def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """Serve an existing Hudi table under ``name``."""
-        return self.master.register_table(name, path, storage_options)
+    def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None,
+                       buckets: int | None = None) -> dict[str, Any]:
+        """Serve an existing Hudi table under ``name``. A table without a bucket index (Hudi's
+        default index) needs ``buckets``: its file groups are converted into that many per
+        partition by a clustering of the table-service pool; the description's
+        ``conversion`` is that request (follow it with :meth:`service_request`) and writes
+        raise :class:`~memtier.errors.TableConvertingError` until it completes."""
+        return self.master.register_table(name, path, storage_options, buckets)
 
     def drop_table(self, name: str, *, purge: bool = False) -> None:
         self.master.drop_table(name, purge=purge)
@@ -354,6 +363,13 @@ class Client:
         deadline = time.monotonic() + RETRY_SECONDS
         for attempt in itertools.count():
             route = self._route(name, refresh=attempt > 0)
+            if route.conversion is not None:  # it may have completed since the route was cached
+                route = self._route(name, refresh=True)
+            if route.conversion is not None:
+                raise TableConvertingError(
+                    f"table {name!r} is being converted into {route.buckets} buckets (clustering request"
+                    f" {route.conversion['request_id']}, {route.conversion['state']}); writes resume when it completes"
+                )
             pieces = self._split(route, pending, producer_id, seq)
             if "" in pieces:
                 raise NotOwnerError(f"table {name!r} has buckets without a table server")

@@ -182,7 +182,7 @@ class HudiTable:
             filters=filters, include_meta=include_meta,
         )
 
-    def set_bucket_index(self, buckets: int) -> None:
+    def set_bucket_index(self, buckets: int, *, convert: bool = False) -> None:
         """Record in ``hoodie.properties`` the bucket index an Apache Hudi writer used on
         this table, so memtier routes rows to the same file groups and can write it.
 
@@ -190,7 +190,8 @@ class HudiTable:
         table, so a table Hudi created says nothing of it. Hudi's metadata table, if the
         table has one, is dropped as Hudi drops it when disabled (:mod:`memtier.hudi.mdt`:
         memtier's commits would not be in it). Refused when a file group is not a bucket's
-        (its file id does not start with a bucket number below ``buckets``) or the table
+        (its file id does not start with a bucket number below ``buckets``), unless
+        ``convert`` (a clustering will rewrite them: :mod:`memtier.hudi.adopt`), or the table
         already records another count; a no-op when it records this one.
         """
         if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 1:
@@ -201,7 +202,8 @@ class HudiTable:
             raise UnsupportedTableError(
                 f"table {self.config.name} records a bucket index of {self.config.buckets} buckets, not {buckets}"
             )
-        for partition, file_id in FileSystemView.build(self.io, self.path, self.timeline()).file_groups:
+        groups = () if convert else FileSystemView.build(self.io, self.path, self.timeline()).file_groups
+        for partition, file_id in groups:
             bucket = bucket_or_none(file_id)
             if bucket is None or bucket >= buckets:
                 raise UnsupportedTableError(

@@ -33,8 +33,11 @@ from memtier.errors import (
     TableExistsError,
     TableNotFoundError,
     TransactionError,
+    UnsupportedTableError,
 )
+from memtier.hudi.adopt import check_adoptable, fits_buckets
 from memtier.hudi.commit import CommitMetadata, WriteStat, is_avro_container
+from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.mdt import drop_metadata_table, metadata_table_path
 from memtier.hudi.properties import DEFAULT_TABLE_VERSION
 from memtier.hudi.table import HudiTable
@@ -56,6 +59,7 @@ from memtier.master.state import (
     Txn,
     TxnSnapshot,
 )
+from memtier.master.tasks import COMPLETED, FAILED
 from memtier.tableserver.master_link import FlushedBlock, TableLocation
 from memtier.wal.fence import fence
 from memtier.wal.stream import stream_directory
@@ -153,6 +157,8 @@ class Master:
         self._state = self._store.load()
         self._servers: dict[str, _Server] = {}
         self._metas: dict[str, TableMeta] = {}
+        #: table -> the clustering request converting its file groups into buckets
+        self._converting: dict[str, int] = {}
         self._table_locks: dict[str, threading.Lock] = {}
         self._last_instant: dict[str, str] = {}
         self._latest_commit: dict[str, str | None] = {}
@@ -210,13 +216,15 @@ class Master:
 
     def _recover_table(self, table: str) -> None:
         """On start: roll back flushes left pending by a previous master; queue its
-        pending table services again."""
+        pending table services again, and the conversion into buckets of file groups
+        that do not fit them (a conversion a crash interrupted)."""
         meta = self._meta(table)
         timeline = rollback_pending(meta)
         last = timeline.last_completed()
         self._latest_commit[table] = last.timestamp if last else None
         self._last_instant[table] = timeline.last_timestamp() or ""
         self.services.recover(table, meta)
+        self._convert(table)
 
     # == catalog =========================================================================
     def create_table(
@@ -249,15 +257,65 @@ class Master:
         return self._add_table(name, table_path, options)
 
     def register_table(
-        self, name: str, path: str, storage_options: Mapping[str, str] | None = None
+        self, name: str, path: str, storage_options: Mapping[str, str] | None = None,
+        buckets: int | None = None,
     ) -> dict[str, Any]:
-        """Serve an existing Hudi table (memtier's or Apache Hudi's) under ``name``."""
+        """Serve an existing Hudi table (memtier's or Apache Hudi's) under ``name``.
+
+        A table without a bucket index (Hudi's default index) takes ``buckets``: its
+        file groups are converted into that many per partition by a clustering of the
+        table-service pool (:mod:`memtier.hudi.adopt`); the description's ``conversion``
+        is that request, and writes wait for it (reads do not). Tables memtier cannot
+        take are refused, naming what to do."""
         validate_table_name(name)
         with self._lock:
             if name in self._state.tables:
                 raise TableExistsError(f"table {name!r} already exists")
-        HudiTable.open(path, storage_options)  # refuses what is not a readable Hudi table
+        table = HudiTable.open(path, storage_options)  # refuses what is not a readable Hudi table
+        check_adoptable(table.meta)
+        if table.config.buckets is None and not table.meta.keyless:
+            if buckets is None:
+                raise UnsupportedTableError(
+                    f"table {table.config.name} at {path} has no bucket index (Hudi's default simple or bloom"
+                    " index); memtier writes bucket-index tables: register it with buckets=N (memtier adopt"
+                    f" {path} --buckets N) to convert its file groups into N per partition with a clustering"
+                )
+            view = FileSystemView.build(table.io, table.path, table.timeline())
+            table.set_bucket_index(buckets, convert=not fits_buckets(view, buckets))
+        elif buckets is not None and buckets != table.config.buckets:
+            raise InvalidArgumentError(
+                f"table {table.config.name} at {path} has {table.config.buckets} buckets, not {buckets}"
+            )
         return self._add_table(name, path, dict(storage_options or {}))
+
+    def _convert(self, table: str) -> None:
+        """Start converting the table's file groups into its buckets, if they do not fit them."""
+        meta = self._meta(table)
+        if not meta.config.buckets or fits_buckets(FileSystemView.build(meta.io, meta.base_path, meta.timeline()),
+                                                   meta.config.buckets):
+            self._converting.pop(table, None)
+            return
+        request = self.services.request(table, "clustering")
+        if request is not None:
+            self._converting[table] = request["request_id"]
+            log.info("converting %s into %d buckets: clustering request %d", table, meta.config.buckets,
+                     request["request_id"])
+
+    def conversion(self, table: str) -> dict[str, Any] | None:
+        """The clustering request converting ``table`` into buckets while it runs, else None
+        (a failed one is requested again)."""
+        request_id = self._converting.get(table)
+        if request_id is None:
+            return None
+        try:
+            request = self.services.request_status(request_id)
+        except InvalidArgumentError:
+            request = {"state": FAILED}  # forgotten: look at the table again
+        if request["state"] in (FAILED, COMPLETED):
+            self._convert(table)
+            request_id = self._converting.get(table)
+            return None if request_id is None else self.services.request_status(request_id)
+        return request
 
     def _add_table(self, name: str, path: str, options: dict[str, str]) -> dict[str, Any]:
         entry = TableEntry(name, path, options, self._now_ms())
@@ -318,6 +376,7 @@ class Master:
             "partition_fields": list(config.partition_fields),
             "buckets": config.buckets,
             "table_type": config.table_type,
+            "conversion": self.conversion(name),
             "routing": {str(b): s for b, s in sorted(routing.items())},
             "servers": servers,
             "max_batch_rows": max_batch_rows,

@@ -43,7 +43,8 @@ class MasterService(ActionService):
                 log_block_format=r.get("log_block_format", "avro"),
                 table_version=r.get("table_version", DEFAULT_TABLE_VERSION),
             ),
-            "register_table": lambda r: m.register_table(r["name"], r["path"], r.get("storage_options")),
+            "register_table": lambda r: m.register_table(r["name"], r["path"], r.get("storage_options"),
+                                                         r.get("buckets")),
             "drop_table": lambda r: no_result(m.drop_table(r["name"], purge=r.get("purge", False))),
             "list_tables": lambda r: {"tables": m.list_tables()},
             "describe_table": lambda r: m.describe_table(r["name"]),
@@ -123,8 +124,9 @@ class MasterProxy(Proxy):
             log_block_format=log_block_format, table_version=table_version,
         )
 
-    def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None) -> dict[str, Any]:
-        return self._call("register_table", name=name, path=path, storage_options=storage_options)
+    def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None,
+                       buckets: int | None = None) -> dict[str, Any]:
+        return self._call("register_table", name=name, path=path, storage_options=storage_options, buckets=buckets)
 
     def drop_table(self, name: str, *, purge: bool = False) -> None:
         self._call("drop_table", name=name, purge=purge)
