@@ -306,7 +306,8 @@ class Client:
         """
         if not route.buckets:
             raise UnsupportedTableError(
-                f"table {route.name!r} has no bucket index; memtier writes bucket-indexed tables only"
+                f"table {route.name!r} has no bucket index; memtier writes bucket-indexed tables only:"
+                " register it with buckets=N (memtier adopt PATH --buckets N) to convert it into buckets"
             )
         owners = set(route.routing.values())
         if len(owners) == 1:  # sent as it is: the server routes every row itself, reordering none

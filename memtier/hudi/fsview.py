@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from memtier.errors import InvalidArgumentError, NotFoundError
 from memtier.hudi.filenames import BaseFile, LogFile, bucket_or_none, classify, new_bucket_file_id
 from memtier.hudi.plans import ClusteringPlan, CompactionPlan
-from memtier.hudi.timeline import Instant, State, Timeline
+from memtier.hudi.timeline import REPLACING_ACTIONS, Instant, State, Timeline
 from memtier.io import FileInfo, FileIO, basename, join, parent, relpath
 
 __all__ = ["FileGroup", "FileSlice", "FileSystemView", "list_data_files", "pending_clustering"]
@@ -202,18 +202,19 @@ class FileSystemView:
         return self.latest_slice(partition, file_id)
 
     def current_group(self, partition: str, file_id: str) -> str:
-        """The file id that holds the rows of ``file_id`` now: itself, or when a
-        clustering replaced it, the file group of the same bucket in the partition
-        (a fresh id for the bucket when there is none)."""
-        if (partition, file_id) not in self.replaced:
-            return file_id
+        """The file id that holds the rows of ``file_id`` now: itself while it exists;
+        else (a clustering replaced it, or a writer named a new file group for a bucket
+        that has one by now: an adopted table's conversion made them) the file group of
+        the same bucket in the partition; else itself, or a fresh id for the bucket if
+        it was replaced."""
+        replaced = (partition, file_id) in self.replaced
         bucket = bucket_or_none(file_id)
-        if bucket is None:
+        if bucket is None or ((partition, file_id) in self.file_groups and not replaced):
             return file_id
         for p, candidate in self.file_groups:
-            if p == partition and bucket_or_none(candidate) == bucket:
+            if p == partition and bucket_or_none(candidate) == bucket and (p, candidate) not in self.replaced:
                 return candidate
-        return new_bucket_file_id(bucket)
+        return new_bucket_file_id(bucket) if replaced else file_id
 
     def within(self, keep: Callable[[str], bool]) -> FileSystemView:
         """This view restricted to the file groups of the partitions ``keep`` takes."""
@@ -232,8 +233,12 @@ class FileSystemView:
 
 def pending_clustering(io: FileIO, base_path: str, timeline: Timeline) -> dict[tuple[str, str], str]:
     """(partition, file id) -> instant of each file group a pending clustering rewrites
-    (read from the plans alone: no listing of the table)."""
-    return _pending_plans(io, base_path, timeline, "replacecommit", ClusteringPlan.from_avro)
+    (read from the plans alone: no listing of the table); a clustering requests
+    ``replacecommit`` on layout 1, ``clustering`` on layout 2."""
+    found: dict[tuple[str, str], str] = {}
+    for action in REPLACING_ACTIONS:
+        found.update(_pending_plans(io, base_path, timeline, action, ClusteringPlan.from_avro))
+    return found
 
 
 def _pending_plans(

@@ -43,6 +43,7 @@ from memtier.io import FileIO, join, relpath
 __all__ = [
     "COMMIT_ACTIONS",
     "RE_EXECUTED",
+    "REPLACING_ACTIONS",
     "Instant",
     "State",
     "Timeline",
@@ -56,6 +57,9 @@ __all__ = [
 
 #: Actions whose completion makes data visible.
 COMMIT_ACTIONS = ("commit", "deltacommit", "replacecommit")
+#: Actions of instants that replace file groups while pending: an insert overwrite or a
+#: clustering (``replacecommit`` on layout 1), a clustering from layout 2 on.
+REPLACING_ACTIONS = ("replacecommit", "clustering")
 ROLLBACK = "rollback"
 #: Actions whose rollback returns them to requested, as Hudi does: a compaction plan is
 #: never dropped (log files written after it was requested already belong to its slice).

@@ -33,7 +33,6 @@ from memtier.errors import (
     TableExistsError,
     TableNotFoundError,
     TransactionError,
-    UnsupportedTableError,
 )
 from memtier.hudi.adopt import check_adoptable, fits_buckets
 from memtier.hudi.commit import CommitMetadata, WriteStat, is_avro_container
@@ -42,7 +41,7 @@ from memtier.hudi.mdt import drop_metadata_table, metadata_table_path
 from memtier.hudi.properties import DEFAULT_TABLE_VERSION
 from memtier.hudi.table import HudiTable
 from memtier.hudi.tablemeta import TableMeta
-from memtier.hudi.timeline import COMMIT_ACTIONS, Instant, State, new_instant_time
+from memtier.hudi.timeline import COMMIT_ACTIONS, REPLACING_ACTIONS, Instant, State, new_instant_time
 from memtier.hudi.writer import commit_metadata, rollback_instant, rollback_pending
 from memtier.io import join, open_fileio
 from memtier.master.assignment import ServerLoad, place, rebalance_move
@@ -262,24 +261,19 @@ class Master:
     ) -> dict[str, Any]:
         """Serve an existing Hudi table (memtier's or Apache Hudi's) under ``name``.
 
-        A table without a bucket index (Hudi's default index) takes ``buckets``: its
-        file groups are converted into that many per partition by a clustering of the
-        table-service pool (:mod:`memtier.hudi.adopt`); the description's ``conversion``
-        is that request, and writes wait for it (reads do not). Tables memtier cannot
-        take are refused, naming what to do."""
+        A table without a bucket index (Hudi's default index) is served for reads only,
+        unless ``buckets`` is given: then its file groups are converted into that many per
+        partition by a clustering of the table-service pool (:mod:`memtier.hudi.adopt`);
+        the description's ``conversion`` is that request, and writes wait for it (reads
+        do not). A table memtier would write but cannot take is refused, naming what to do."""
         validate_table_name(name)
         with self._lock:
             if name in self._state.tables:
                 raise TableExistsError(f"table {name!r} already exists")
         table = HudiTable.open(path, storage_options)  # refuses what is not a readable Hudi table
-        check_adoptable(table.meta)
-        if table.config.buckets is None and not table.meta.keyless:
-            if buckets is None:
-                raise UnsupportedTableError(
-                    f"table {table.config.name} at {path} has no bucket index (Hudi's default simple or bloom"
-                    " index); memtier writes bucket-index tables: register it with buckets=N (memtier adopt"
-                    f" {path} --buckets N) to convert its file groups into N per partition with a clustering"
-                )
+        if table.config.buckets is not None or buckets is not None:
+            check_adoptable(table.meta)
+        if table.config.buckets is None and buckets is not None:
             view = FileSystemView.build(table.io, table.path, table.timeline())
             table.set_bucket_index(buckets, convert=not fits_buckets(view, buckets))
         elif buckets is not None and buckets != table.config.buckets:
@@ -821,7 +815,7 @@ class Master:
         touched = [(s.partition_path, s.file_id) for s in write_stats]
         # a clustering that replaced one of these file groups meanwhile wins: the blocks
         # stay unflushed and go, next round, to the file group now holding their bucket
-        self.complete_commit(table, instant, metadata, file_groups=touched, check_conflicts=["replacecommit"],
+        self.complete_commit(table, instant, metadata, file_groups=touched, check_conflicts=REPLACING_ACTIONS,
                              life=life)
         with self._table_lock(table):
             cached = self._flushed.get(table)
