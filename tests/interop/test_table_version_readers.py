@@ -31,7 +31,7 @@ READS: dict[str, tuple[int, ...]] = {
     "trino ro": (6, 8, 9),
     "presto hudi rt": (6,),
     "presto hudi ro": (6,),
-    "presto hive ro": (6, 8, 9),
+    "presto hive ro": (6,),
 }
 
 
