@@ -1,4 +1,4 @@
-"""Table versions 8 and 9 written by memtier: ``create_table(..., table_version=8|9)``, the
+"""Table versions 8 and 9 (and 6) written by memtier: ``create_table(..., table_version=...)``, the
 write tier's flushes, deletes, a compaction and a clustering of the table-service pool,
 then more flushes; the table keeps its version and timeline layout 2 (completion times in
 completed instants' names, log files named by their deltacommit, Avro commit metadata),
@@ -27,7 +27,7 @@ from tests.support.model import TableModel
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
-TABLE_VERSIONS = (8, 9)
+TABLE_VERSIONS = (6, 8, 9)
 #: Hudi 1.0 (table version 8) predates version 9: it refuses such a table.
 READS = {hudi: [v for v in TABLE_VERSIONS if v <= written] for hudi, written in HUDI_VERSIONS.items()}
 
@@ -94,7 +94,7 @@ def spark(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         yield session
 
 
-@pytest.mark.parametrize("version", TABLE_VERSIONS)
+@pytest.mark.parametrize("version", (8, 9))
 def test_the_table_keeps_its_version_and_layout(ours: dict[int, Ours], version: int) -> None:
     table = HudiTable.open(ours[version].path)
     assert (table.config.version, table.config.timeline_layout_version) == (version, 2)
