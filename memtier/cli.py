@@ -3,6 +3,7 @@
     memtier start  [--path DIR] [--table-servers N] [--config KEY=VALUE ...]
     memtier status [--address grpc[+tls]://HOST:PORT] [--token T] [--tls-ca PEM] [--json]
     memtier compact|cluster|clean TABLE [--address ...] [--token T] [--no-wait]
+    memtier adopt PATH [--name NAME] [--buckets N] [--address ...] [--token T] [--tls-ca PEM] [--no-wait]
     memtier sync-catalog [TABLE ...] [--metastore DIR|thrift://HOST:PORT] [--database DB] [--address ...] [--token T]
     memtier sync-catalog --path HUDI_TABLE [--name NAME] --metastore DIR|thrift://HOST:PORT [--database DB]
     memtier demo   [--spark] [--path DIR] [--seconds S] [--rows-per-batch N]
@@ -86,6 +87,20 @@ def _parser() -> argparse.ArgumentParser:
                                  help="a partition to cluster (repeatable; default: all)")
             service.add_argument("--sort", default="", metavar="COL[,COL]", help="sort columns")
         service.set_defaults(run=_service, kind=kind)
+
+    adopt = commands.add_parser(
+        "adopt", help="serve a Hudi table Apache Hudi wrote, converting it into buckets if it has none",
+        description="Register the Hudi table at PATH with the cluster. A table written with Hudi's default "
+                    "index (no bucket index) is converted once into N file groups per partition by a "
+                    "clustering of the table-service pool (readable throughout; writes wait for it); "
+                    "Hudi's metadata table is dropped as Hudi drops it when disabled.")
+    adopt.add_argument("path", help="the Hudi table's base path")
+    adopt.add_argument("--name", help="the name to serve it under (default: its hoodie.table.name)")
+    adopt.add_argument("--buckets", type=_positive(int), metavar="N",
+                       help="buckets per partition, for a table without a bucket index")
+    _add_address(adopt)
+    adopt.add_argument("--no-wait", action="store_true", help="start the conversion and return at once")
+    adopt.set_defaults(run=_adopt)
 
     sync = commands.add_parser(
         "sync-catalog", help="register tables and their partitions in a Hive Metastore or Trino file metastore",
@@ -231,7 +246,6 @@ def _status(args: argparse.Namespace) -> int:
 
 def _service(args: argparse.Namespace) -> int:
     """Ask for a table service, then show its progress until it is done."""
-    from memtier.client import wait_for_request
 
     _, master = _master(args)
     console = Console()
@@ -245,14 +259,43 @@ def _service(args: argparse.Namespace) -> int:
     if request is None:
         console.step(f"{args.table}: nothing to do (no {args.kind} is due)")
         return 0
+    return _follow(args, master, console, request, args.table, args.kind)
+
+
+def _adopt(args: argparse.Namespace) -> int:
+    """Register a Hudi table; follow its conversion into buckets, if it needs one."""
+    from memtier.hudi import HudiTable
+
+    name = args.name or HudiTable.open(args.path).config.name
+    _, master = _master(args)
+    console = Console()
+    try:
+        described = master.register_table(name, args.path, None, args.buckets)
+    except RpcError as e:
+        print(f"memtier adopt: no memtier cluster answers: {e}", file=sys.stderr)
+        return 2
+    console.step(f"{name}: {args.path} registered, {described['buckets']} buckets, {described['table_type']}")
+    if described.get("conversion") is None:
+        return 0
+    console.step(f"{name}: converting its file groups into {described['buckets']} per partition"
+                 " (a clustering; reads go on meanwhile, writes wait for it)")
+    return _follow(args, master, console, described["conversion"], name, "conversion")
+
+
+def _follow(args: argparse.Namespace, master: Any, console: Console, request: dict[str, Any], table: str,
+            what: str) -> int:
+    """Show a table-service request's tasks and progress until it is done (or, with
+    ``--no-wait``, once)."""
+    from memtier.client import wait_for_request
+
     shown: set[int] = set()
 
     def report(current: dict[str, Any]) -> None:
         for task in current["tasks"]:
             if task["task_id"] not in shown:
                 shown.add(task["task_id"])
-                what = "already pending, joined" if task["joined"] else "planned"
-                console.step(f"{task['kind']} {task['instant']} of {args.table} {what} ({task['file_groups']} file groups)")
+                how = "already pending, joined" if task["joined"] else "planned"
+                console.step(f"{task['kind']} {task['instant']} of {table} {how} ({task['file_groups']} file groups)")
         console.live(request_line(current))
 
     if args.no_wait:
@@ -263,7 +306,7 @@ def _service(args: argparse.Namespace) -> int:
     done = wait_for_request(master, request, report)
     console.end_live(request_line(done))
     if done["state"] != "completed":
-        print(f"memtier {args.command}: {args.kind} failed: {done['error']}", file=sys.stderr)
+        print(f"memtier {args.command}: {what} failed: {done['error']}", file=sys.stderr)
         return 1
     return 0
 

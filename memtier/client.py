@@ -34,6 +34,7 @@ from memtier.errors import (
     NotFoundError,
     NotOwnerError,
     RpcError,
+    TableConvertingError,
     TransactionError,
     UnsupportedTableError,
 )
@@ -43,6 +44,7 @@ from memtier.hudi.deletes import DELETE_FLAG, prepare_write
 from memtier.hudi.filters import Filter, key_buckets, key_filters, validate
 from memtier.hudi.keys import KeyColumns, bucket_ids, whole
 from memtier.hudi.merge import LogEntry
+from memtier.hudi.properties import DEFAULT_TABLE_VERSION
 from memtier.hudi.reader import read_columns, read_instants, read_table
 from memtier.hudi.routing import file_group_order, producer_bucket
 from memtier.hudi.rows import take_rows
@@ -70,7 +72,8 @@ class MasterAPI(Protocol):
     """What the client calls on the master (a :class:`~memtier.master.Master` or its proxy)."""
 
     def create_table(self, name: str, schema: pa.Schema, record_key: Any, **options: Any) -> dict[str, Any]: ...
-    def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None) -> dict[str, Any]: ...
+    def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None,
+                       buckets: int | None = None) -> dict[str, Any]: ...
     def drop_table(self, name: str, *, purge: bool = False) -> None: ...
     def list_tables(self) -> list[str]: ...
     def describe_table(self, name: str) -> dict[str, Any]: ...
@@ -124,6 +127,7 @@ class _Routing:
     routing: Mapping[int, str]  # bucket -> server id
     servers: Mapping[str, str]  # server id -> location
     max_batch_rows: int | None
+    conversion: Mapping[str, Any] | None = None  # the clustering converting it into buckets
 
     @classmethod
     def of(cls, description: Mapping[str, Any]) -> _Routing:
@@ -137,6 +141,7 @@ class _Routing:
             {int(b): s for b, s in description["routing"].items()},
             dict(description["servers"]),
             description.get("max_batch_rows"),
+            description.get("conversion"),
         )
 
     def location(self, server_id: str) -> str:
@@ -230,8 +235,13 @@ class Client:
         table_type: str = "MERGE_ON_READ",
         storage_options: Mapping[str, str] | None = None,
         log_block_format: str = "avro",
+        table_version: int = DEFAULT_TABLE_VERSION,
     ) -> dict[str, Any]:
         """Create a table (a Hudi table at ``path``, by default under the cluster root).
+
+        ``table_version`` is the Hudi table version written: 6 (timeline layout 1, read by
+        Hudi 0.14+ and 1.x, Trino, Presto, hudi-rs), 8 (Hudi 1.0+) or 9 (Hudi 1.1+); see
+        the README's table of which reader reads which.
 
         ``record_key=None`` creates an append-only table: every row is kept (no merge or
         de-duplication by key), Hudi generates its record keys, and each producer's
@@ -240,11 +250,17 @@ class Client:
             name, schema, record_key, ordering_field=ordering_field,
             partition_fields=partition_fields, buckets=buckets, table_type=table_type, path=path,
             storage_options=storage_options, log_block_format=log_block_format,
+            table_version=table_version,
         )
 
-    def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """Serve an existing Hudi table under ``name``."""
-        return self.master.register_table(name, path, storage_options)
+    def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None,
+                       buckets: int | None = None) -> dict[str, Any]:
+        """Serve an existing Hudi table under ``name``. A table without a bucket index (Hudi's
+        default index) needs ``buckets``: its file groups are converted into that many per
+        partition by a clustering of the table-service pool; the description's
+        ``conversion`` is that request (follow it with :meth:`service_request`) and writes
+        raise :class:`~memtier.errors.TableConvertingError` until it completes."""
+        return self.master.register_table(name, path, storage_options, buckets)
 
     def drop_table(self, name: str, *, purge: bool = False) -> None:
         self.master.drop_table(name, purge=purge)
@@ -290,7 +306,8 @@ class Client:
         """
         if not route.buckets:
             raise UnsupportedTableError(
-                f"table {route.name!r} has no bucket index; memtier writes bucket-indexed tables only"
+                f"table {route.name!r} has no bucket index; memtier writes bucket-indexed tables only:"
+                " register it with buckets=N (memtier adopt PATH --buckets N) to convert it into buckets"
             )
         owners = set(route.routing.values())
         if len(owners) == 1:  # sent as it is: the server routes every row itself, reordering none
@@ -347,6 +364,13 @@ class Client:
         deadline = time.monotonic() + RETRY_SECONDS
         for attempt in itertools.count():
             route = self._route(name, refresh=attempt > 0)
+            if route.conversion is not None:  # it may have completed since the route was cached
+                route = self._route(name, refresh=True)
+            if route.conversion is not None:
+                raise TableConvertingError(
+                    f"table {name!r} is being converted into {route.buckets} buckets (clustering request"
+                    f" {route.conversion['request_id']}, {route.conversion['state']}); writes resume when it completes"
+                )
             pieces = self._split(route, pending, producer_id, seq)
             if "" in pieces:
                 raise NotOwnerError(f"table {name!r} has buckets without a table server")

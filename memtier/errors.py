@@ -88,6 +88,11 @@ class UnsupportedTableError(MemtierError):
     """A Hudi table version, layout, file format or feature memtier cannot handle."""
 
 
+class TableConvertingError(MemtierError):
+    """A write to a table whose file groups are being converted into buckets (it was
+    adopted from Hudi's default index); retry once the conversion completes."""
+
+
 class SchemaMismatchError(MemtierError):
     """Data does not match the table schema; names the offending columns."""
 

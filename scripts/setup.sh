@@ -64,4 +64,6 @@ scripts/fetch_trino.sh
 scripts/jvm/fetch_hms.sh
 scripts/jvm/fetch_presto.sh
 scripts/jvm/fetch_hadoop.sh
-scripts/jvm/hudi_spark_setup.sh >/dev/null
+for hudi in 1.0.2 1.1.1 1.2.0; do  # the Hudi versions the interop tests run
+    scripts/jvm/hudi_spark_setup.sh "$hudi" >/dev/null
+done

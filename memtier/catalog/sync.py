@@ -114,11 +114,11 @@ class CatalogSync:
             self._sync_logged(name, meta, None)
 
     def committed(self, name: str, meta: TableMeta, content: bytes) -> None:
-        """A commit of ``name`` completed with ``content`` (its commit metadata, JSON)."""
+        """A commit of ``name`` completed with ``content`` (its commit metadata, JSON or Avro)."""
         if self.metastore is None:
             return
         try:
-            partitions = {p for p, _ in CommitMetadata.from_json(content).files()}
+            partitions = {p for p, _ in CommitMetadata.decode(content).files()}
         except Exception:  # not a commit that writes files: nothing new to register
             return
         with self._lock:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from memtier.compaction import SERVICE_ACTIONS as ACTIONS
+from memtier.compaction import service_actions
 from memtier.compaction.clean import clean
 from memtier.compaction.cluster import cluster, clustering_metadata
 from memtier.compaction.compact import compact, compaction_metadata
@@ -114,7 +114,7 @@ class ServiceWorker:
         meta = self._meta(task["path"], task["storage_options"])
         timeline = meta.timeline()
         instant, kind = task["instant"], task["kind"]
-        requested = Instant(instant, ACTIONS[kind], State.REQUESTED)
+        requested = Instant(instant, service_actions(meta.layout)[kind], State.REQUESTED)
         plan_bytes = meta.io.read_bytes(timeline.instant_path(meta.base_path, requested))
         if kind == "compaction":
             stats = compact(meta, instant, CompactionPlan.from_avro(plan_bytes), timeline, progress)

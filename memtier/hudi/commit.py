@@ -1,8 +1,9 @@
-"""What instant files hold: commit metadata (v6 JSON, v8 Avro) and rollback plan/metadata.
+"""What instant files hold: commit metadata (v6 JSON, v8/v9 Avro) and rollback plan/metadata.
 
 * ``HoodieCommitMetadata`` (commit, deltacommit, replacecommit): table version 6 writes
-  Jackson-pretty-printed JSON with exactly the field names and order Spark writes; version 8
-  writes an Avro object container file. Both decode to :class:`CommitMetadata`.
+  Jackson-pretty-printed JSON with exactly the field names and order Spark writes; versions
+  8 and 9 (timeline layout 2) write an Avro object container file. Both decode to
+  :class:`CommitMetadata` (:meth:`CommitMetadata.decode` tells them apart by content).
 * ``HoodieRollbackPlan`` (``<t>.rollback.requested``) and ``HoodieRollbackMetadata``
   (``<t>.rollback``) are Avro container files on every table version; their schemas below
   follow the field lists of apache/hudi ``hudi-common/src/main/avro/*.avsc``.
@@ -241,6 +242,35 @@ class CommitMetadata:
             for file_id in file_ids
         ]
 
+    def encode(self, layout: int) -> bytes:
+        """Instant content for timeline ``layout``: JSON on 1 (table version 6), Avro on 2."""
+        return self.to_json() if layout == 1 else self.to_avro()
+
+    @classmethod
+    def decode(cls, data: bytes) -> CommitMetadata:
+        """Instant content of either layout (Avro or JSON, by content; empty: empty metadata)."""
+        return cls.from_avro(data) if is_avro_container(data) else cls.from_json(data)
+
+    def to_avro(self) -> bytes:
+        """Table version 8/9 instant content: an Avro container of ``HoodieCommitMetadata``
+        (``HoodieReplaceCommitMetadata`` when file groups were replaced)."""
+        record: dict[str, Any] = {
+            "partitionToWriteStats": {
+                partition: [_avro_stat(stat) for stat in stats]
+                for partition, stats in self.partition_to_write_stats.items()
+            },
+            "compacted": self.compacted,
+            "extraMetadata": dict(self.extra_metadata),
+            "version": 1,
+            "operationType": self.operation_type,
+        }
+        if self.partition_to_replace_file_ids:
+            record["partitionToReplaceFileIds"] = {
+                p: list(ids) for p, ids in self.partition_to_replace_file_ids.items()
+            }
+            return write_single_record(REPLACE_COMMIT_METADATA_SCHEMA, record)
+        return write_single_record(COMMIT_METADATA_SCHEMA, record)
+
     def to_json(self) -> bytes:
         """Table version 6 instant content: Jackson-style JSON with Spark's field names."""
         out: dict[str, Any] = {
@@ -405,6 +435,58 @@ ROLLBACK_METADATA_SCHEMA: dict[str, Any] = {
         },
     ],
 }
+
+
+def _optional(kind: Any) -> dict[str, Any]:
+    return {"type": ["null", kind], "default": None}
+
+
+_LONG_STATS = (
+    "numWrites", "numDeletes", "numUpdateWrites", "totalWriteBytes", "totalWriteErrors",
+)
+# Field list of HoodieWriteStat (hudi-common/src/main/avro/HoodieCommitMetadata.avsc, Hudi
+# 1.x): every field optional.
+_WRITE_STAT_FIELDS: tuple[tuple[str, Any], ...] = (
+    ("fileId", "string"), ("path", "string"), ("prevCommit", "string"),
+    *((name, "long") for name in _LONG_STATS),
+    ("partitionPath", "string"), ("totalLogRecords", "long"), ("totalLogFiles", "long"),
+    ("totalUpdatedRecordsCompacted", "long"), ("numInserts", "long"), ("totalLogBlocks", "long"),
+    ("totalCorruptLogBlock", "long"), ("totalRollbackBlocks", "long"), ("fileSizeInBytes", "long"),
+    ("logVersion", "int"), ("logOffset", "long"), ("baseFile", "string"), ("logFiles", _STRINGS),
+    ("cdcStats", {"type": "map", "values": "long"}), ("prevBaseFile", "string"),
+    ("minEventTime", "long"), ("maxEventTime", "long"),
+    ("runtimeStats", {
+        "type": "record", "name": "HoodieRuntimeStats",
+        "fields": [{"name": n, **_optional("long")} for n in ("totalScanTime", "totalCreateTime", "totalUpsertTime")],
+    }),
+    ("totalLogFilesCompacted", "long"), ("totalLogReadTimeMs", "long"), ("totalLogSizeCompacted", "long"),
+    ("tempPath", "string"), ("numUpdates", "long"),
+)
+_COMMIT_FIELDS: list[dict[str, Any]] = [
+    {"name": "partitionToWriteStats", **_optional({"type": "map", "values": {"type": "array", "items": {
+        "type": "record", "name": "HoodieWriteStat",
+        "fields": [{"name": name, **_optional(kind)} for name, kind in _WRITE_STAT_FIELDS],
+    }}})},
+    {"name": "compacted", **_optional("boolean")},
+    {"name": "extraMetadata", **_optional({"type": "map", "values": "string"})},
+    {"name": "version", "type": ["int", "null"], "default": 1},
+    {"name": "operationType", **_optional("string")},
+]
+# HoodieCommitMetadata.avsc and HoodieReplaceCommitMetadata.avsc (Hudi 1.x field lists).
+COMMIT_METADATA_SCHEMA: dict[str, Any] = {
+    "type": "record", "name": "HoodieCommitMetadata", "namespace": AVRO_NAMESPACE, "fields": _COMMIT_FIELDS,
+}
+REPLACE_COMMIT_METADATA_SCHEMA: dict[str, Any] = {
+    "type": "record", "name": "HoodieReplaceCommitMetadata", "namespace": AVRO_NAMESPACE,
+    "fields": [*_COMMIT_FIELDS,
+               {"name": "partitionToReplaceFileIds", **_optional({"type": "map", "values": _STRINGS})}],
+}
+
+
+def _avro_stat(stat: WriteStat) -> dict[str, Any]:
+    """A write stat as a ``HoodieWriteStat`` record (fields memtier does not track: null)."""
+    values = stat.to_dict()
+    return {name: values.get(name) for name, _ in _WRITE_STAT_FIELDS}
 
 
 def _instant_info(timestamp: str, action: str) -> dict[str, str]:

@@ -101,8 +101,11 @@ def plan_file_group_write(
         name = BaseFile(change.file_id, token, instant).name
         return FileGroupPlan(change, "base", name, None, task)
     if meta.is_merge_on_read:
-        version = max((f.version for f in slice_.log_files), default=0) + 1
-        name = LogFile(change.file_id, slice_.base_instant, version, token).name
+        if meta.layout == 1:  # named by the slice's base instant, at the next version
+            version = max((f.version for f in slice_.log_files), default=0) + 1
+            name = LogFile(change.file_id, slice_.base_instant, version, token).name
+        else:  # versions 8 and 9: named by the deltacommit itself
+            name = LogFile(change.file_id, instant, 1, token).name
         return FileGroupPlan(change, "log", name, slice_, task)
     name = BaseFile(change.file_id, token, instant).name
     return FileGroupPlan(change, "rewrite", name, slice_, task)

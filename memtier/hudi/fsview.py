@@ -6,7 +6,10 @@ Built from one listing of the table's partitions and the timeline, following Hud
 * log files join the slice of their base instant (layout 1; as of an instant before it,
   the newest slice then: a backfill begun before a compaction was planned completes its
   log files into the slice that compaction opens, with blocks of its earlier instant) or,
-  on layout 2, the slice with the greatest base instant at or before their own instant;
+  on layout 2 (named by their own deltacommit), as Hudi 1.x places them: the slice with
+  the greatest base instant at or before the completion time of their deltacommit (the
+  oldest slice if none is; the newest while their deltacommit is pending), so a log file
+  that completed after a compaction was planned belongs to the slice it opens;
 * slices whose base instant is after ``as_of`` do not exist yet; a slice opened by a
   pending compaction has no base file yet, so its logs extend the previous slice;
 * file groups replaced by a completed replacecommit (insert overwrite, clustering) vanish.
@@ -21,13 +24,13 @@ Blocks inside log files are filtered later, by the reader, against the same time
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from memtier.errors import InvalidArgumentError, NotFoundError
 from memtier.hudi.filenames import BaseFile, LogFile, bucket_or_none, classify, new_bucket_file_id
 from memtier.hudi.plans import ClusteringPlan, CompactionPlan
-from memtier.hudi.timeline import Instant, State, Timeline
+from memtier.hudi.timeline import REPLACING_ACTIONS, Instant, State, Timeline
 from memtier.io import FileInfo, FileIO, basename, join, parent, relpath
 
 __all__ = ["FileGroup", "FileSlice", "FileSystemView", "list_data_files", "pending_clustering"]
@@ -167,16 +170,18 @@ class FileSystemView:
                               key=LogFile.sort_key))
             for key, files_of_group in listing.items() if key in compacting
         }
+        completions = {i.timestamp: i.completion_time for i in visible.completed(None) if i.completion_time}
         groups: dict[tuple[str, str], FileGroup] = {}
         for (partition, file_id), files_of_group in sorted(listing.items()):
             if (partition, file_id) in replaced and not keep_replaced:
                 continue
             if partition_filter is not None and not partition_filter(partition):
                 continue
-            slices = _slices(
-                partition, file_id, files_of_group, visible, as_of,
-                pending_compactions, timeline.layout_version,
-            )
+            if timeline.layout_version == 1:
+                slices = _slices(partition, file_id, files_of_group, visible, as_of, pending_compactions)
+            else:
+                slices = _slices_by_completion(partition, file_id, files_of_group, visible, as_of,
+                                               compacting.get((partition, file_id)), completions)
             if slices:
                 groups[(partition, file_id)] = FileGroup(partition, file_id, tuple(slices))
         sizes = {(p, name): size for (p, _), files_of_group in listing.items()
@@ -197,18 +202,19 @@ class FileSystemView:
         return self.latest_slice(partition, file_id)
 
     def current_group(self, partition: str, file_id: str) -> str:
-        """The file id that holds the rows of ``file_id`` now: itself, or when a
-        clustering replaced it, the file group of the same bucket in the partition
-        (a fresh id for the bucket when there is none)."""
-        if (partition, file_id) not in self.replaced:
-            return file_id
+        """The file id that holds the rows of ``file_id`` now: itself while it exists;
+        else (a clustering replaced it, or a writer named a new file group for a bucket
+        that has one by now: an adopted table's conversion made them) the file group of
+        the same bucket in the partition; else itself, or a fresh id for the bucket if
+        it was replaced."""
+        replaced = (partition, file_id) in self.replaced
         bucket = bucket_or_none(file_id)
-        if bucket is None:
+        if bucket is None or ((partition, file_id) in self.file_groups and not replaced):
             return file_id
         for p, candidate in self.file_groups:
-            if p == partition and bucket_or_none(candidate) == bucket:
+            if p == partition and bucket_or_none(candidate) == bucket and (p, candidate) not in self.replaced:
                 return candidate
-        return new_bucket_file_id(bucket)
+        return new_bucket_file_id(bucket) if replaced else file_id
 
     def within(self, keep: Callable[[str], bool]) -> FileSystemView:
         """This view restricted to the file groups of the partitions ``keep`` takes."""
@@ -227,8 +233,12 @@ class FileSystemView:
 
 def pending_clustering(io: FileIO, base_path: str, timeline: Timeline) -> dict[tuple[str, str], str]:
     """(partition, file id) -> instant of each file group a pending clustering rewrites
-    (read from the plans alone: no listing of the table)."""
-    return _pending_plans(io, base_path, timeline, "replacecommit", ClusteringPlan.from_avro)
+    (read from the plans alone: no listing of the table); a clustering requests
+    ``replacecommit`` on layout 1, ``clustering`` on layout 2."""
+    found: dict[tuple[str, str], str] = {}
+    for action in REPLACING_ACTIONS:
+        found.update(_pending_plans(io, base_path, timeline, action, ClusteringPlan.from_avro))
+    return found
 
 
 def _pending_plans(
@@ -266,34 +276,73 @@ def _slices(
     visible: Timeline,
     as_of: str | None,
     pending_compactions: set[str],
-    layout_version: int,
 ) -> list[FileSlice]:
-    """The file group's slices, oldest first, as of ``as_of``."""
+    """The file group's slices on layout 1, oldest first, as of ``as_of``."""
 
     def in_range(instant: str) -> bool:
         return as_of is None or instant <= as_of
 
     bases = {b.instant: b for b in files.base_files if visible.is_completed(b.instant)}
-    slice_instants = set(bases)
-    if layout_version == 1:
-        slice_instants.update(log.base_instant for log in files.log_files)
-    slice_instants = {t for t in slice_instants if in_range(t)}
+    slice_instants = {t for t in (*bases, *(log.base_instant for log in files.log_files)) if in_range(t)}
     ordered = sorted(slice_instants)
     logs_by_slice: dict[str, list[LogFile]] = defaultdict(list)
     for log in files.log_files:
-        if layout_version == 1:
-            owner = log.base_instant
-            if not in_range(owner) and ordered:
-                # the slice of a compaction planned after as_of: a log file a writer begun
-                # before it completed into it holds blocks of instants up to as_of
-                owner = ordered[-1]
-        else:  # layout 2: the log's own instant; it joins the newest slice started before it
-            earlier = [t for t in ordered if t <= log.base_instant]
-            owner = earlier[-1] if earlier else log.base_instant
-            if not earlier and in_range(owner):
-                ordered = sorted({*ordered, owner})
-        if owner in slice_instants or owner in ordered:
+        owner = log.base_instant
+        if not in_range(owner) and ordered:
+            # the slice of a compaction planned after as_of: a log file a writer begun
+            # before it completed into it holds blocks of instants up to as_of
+            owner = ordered[-1]
+        if owner in slice_instants:
             logs_by_slice[owner].append(log)
+    return _assemble(partition, file_id, ordered, bases, logs_by_slice, pending_compactions)
+
+
+def _slices_by_completion(
+    partition: str,
+    file_id: str,
+    files: _Listing,
+    visible: Timeline,
+    as_of: str | None,
+    pending_compaction: str | None,
+    completions: Mapping[str, str],
+) -> list[FileSlice]:
+    """The file group's slices on layout 2, oldest first, as of ``as_of``: each log file
+    (named by its deltacommit) in the slice Hudi 1.x's file group puts it in, by the
+    deltacommit's completion time (``completions``: instant -> completion time)."""
+
+    def in_range(instant: str) -> bool:
+        return as_of is None or instant <= as_of
+
+    bases = {b.instant: b for b in files.base_files if visible.is_completed(b.instant) and in_range(b.instant)}
+    starts = set(bases)
+    if not starts:  # a log-only file group: its first log file opens it
+        starts.update(sorted(log.base_instant for log in files.log_files if in_range(log.base_instant))[:1])
+    if pending_compaction and in_range(pending_compaction):
+        starts.add(pending_compaction)
+    ordered = sorted(starts)
+    logs_by_slice: dict[str, list[LogFile]] = defaultdict(list)
+    for log in files.log_files if ordered else ():
+        completion = completions.get(log.base_instant)
+        if completion is None:
+            owner = ordered[-1]  # pending (or not visible as of as_of): the newest slice
+        else:
+            earlier = [t for t in ordered if t <= completion]
+            owner = earlier[-1] if earlier else ordered[0]
+        logs_by_slice[owner].append(log)
+    pending = {pending_compaction} if pending_compaction else set()
+    return _assemble(partition, file_id, ordered, bases, logs_by_slice, pending)
+
+
+def _assemble(
+    partition: str,
+    file_id: str,
+    ordered: list[str],
+    bases: Mapping[str, BaseFile],
+    logs_by_slice: Mapping[str, list[LogFile]],
+    pending_compactions: Collection[str],
+) -> list[FileSlice]:
+    """Slices at the ``ordered`` instants with their base and log files; a slice a
+    pending compaction opened (no base file yet) extends the one before it."""
     slices: list[FileSlice] = []
     for instant in ordered:
         logs = tuple(sorted(logs_by_slice.get(instant, ()), key=LogFile.sort_key))

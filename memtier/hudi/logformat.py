@@ -30,6 +30,7 @@ from memtier.errors import (
     InvalidArgumentError,
     SchemaMismatchError,
     UnknownFormatVersionError,
+    UnsupportedTableError,
 )
 from memtier.hudi.avro import (
     avro_to_arrow_schema,
@@ -371,7 +372,14 @@ def _content_version(block: LogBlock) -> None:
 
 def read_data_block(block: LogBlock, arrow_schema: pa.Schema | None = None) -> pa.Table:
     """The records of an AVRO_DATA or PARQUET_DATA block, meta columns included;
-    ``arrow_schema`` fixes the columns and types (absent ones null, extra ones dropped)."""
+    ``arrow_schema`` fixes the columns and types (absent ones null, extra ones dropped).
+    Partial updates (Hudi 1.x's ``IS_PARTIAL`` blocks, some columns of each record) are
+    refused: merging them takes the columns the block leaves out from older versions."""
+    if block.header.get(HeaderKey.IS_PARTIAL, "false").strip().lower() == "true":
+        raise UnsupportedTableError(
+            f"{block.where}: a partial-update block (Hudi's IS_PARTIAL, written with"
+            " hoodie.write.partial.update.mode); memtier reads log blocks of whole records only"
+        )
     if block.block_type == BlockType.PARQUET_DATA:
         table = pq.read_table(pa.BufferReader(pa.py_buffer(block.content)))
         return table if arrow_schema is None else _conformed(table, arrow_schema)

@@ -19,6 +19,12 @@ non-blocking concurrency control orders log files by completion time:
 So in every slice log versions follow completion order, and every reader breaks ties of
 ordering values by completion. Renaming rewrites the commit's inflight first, naming the
 files under both names, so that a rollback after a crash midway deletes whichever exists.
+
+On timeline layout 2 (table versions 8 and 9) a log file is named by its own deltacommit
+and joins a slice by that deltacommit's completion time (:mod:`memtier.hudi.fsview`), as
+in Hudi 1.x: a pending log file takes its instant's name (the next version of that
+instant in its file group) and nothing is reordered; readers order a slice's log files by
+instant, so ties of ordering values go to the later instant, as in every Hudi 1.x reader.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from memtier.hudi.filenames import LogFile, PendingLogFile, classify
 from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.logfilters import rename_log_filters
 from memtier.hudi.tablemeta import TableMeta
-from memtier.hudi.timeline import Instant, State, Timeline, TimelineWriter
+from memtier.hudi.timeline import Instant, State, Timeline
 from memtier.io import basename, join
 
 __all__ = ["Rename", "apply_renames", "has_pending_logs", "place_log_files", "planned_log_files"]
@@ -65,7 +71,7 @@ def planned_log_files(meta: TableMeta, timeline: Timeline, instant: str) -> dict
             continue
         try:
             content = meta.io.read_bytes(timeline.instant_path(meta.base_path, pending))
-            metadata = CommitMetadata.from_json(content)
+            metadata = CommitMetadata.decode(content)
         except (NotFoundError, InvalidArgumentError):
             continue  # completed or rolled back since it was listed, or no names in it
         for stat in (s for stats in metadata.partition_to_write_stats.values() for s in stats):
@@ -77,12 +83,13 @@ def planned_log_files(meta: TableMeta, timeline: Timeline, instant: str) -> dict
 
 def place_log_files(
     view: FileSystemView, stats: Sequence[WriteStat], instant: str, *,
-    planned: Mapping[Group, Collection[LogFile]], reorder: Collection[Group],
+    planned: Mapping[Group, Collection[LogFile]], reorder: Collection[Group], layout: int = 1,
 ) -> tuple[list[WriteStat], list[Rename]]:
     """The stats of ``instant``'s files with the names they complete under, and the
     renames that takes. ``view`` lists the table now; ``planned`` are the log files other
     pending commits name; ``reorder`` the file groups another log write completed into
-    since ``instant`` began (its planned log files there may have to move up)."""
+    since ``instant`` began (its planned log files there may have to move up; never on
+    timeline ``layout`` 2, where log files are named by their instant)."""
     taken: dict[tuple[Group, str], int] = {}  # versions given out by this call
 
     def next_version(group: Group, base_instant: str, own: str | None = None) -> int:
@@ -99,13 +106,13 @@ def place_log_files(
         pending = PendingLogFile.parse(name)
         if pending is not None:
             slice_ = view.slice_for_write(*group)
-            base_instant = slice_.base_instant if slice_ is not None else instant
-            log = pending.as_log(base_instant, next_version(group, base_instant))
+            named_by = slice_.base_instant if slice_ is not None and layout == 1 else instant
+            log = pending.as_log(named_by, next_version(group, named_by))
             base_file = slice_.base_file.name if slice_ is not None and slice_.base_file is not None else None
             prev = NULL_COMMIT if slice_ is None or slice_.is_empty else slice_.base_instant
             placed.append(_renamed(stat, log, base_file=base_file, prev_commit=prev))
             renames.append(Rename(stat.partition_path, name, log.name))
-        elif stat.is_log_write and group in reorder and _overtaken(view, group, LogFile.parse(name), planned):
+        elif layout == 1 and stat.is_log_write and group in reorder and _overtaken(view, group, LogFile.parse(name), planned):
             log = LogFile.parse(name)
             moved = dataclasses.replace(log, version=next_version(group, log.base_instant, own=name))
             placed.append(_renamed(stat, moved))
@@ -142,8 +149,8 @@ def apply_renames(meta: TableMeta, instant: str, action: str, metadata: CommitMe
     if not renames:
         return
     skeleton = metadata.with_stats([*metadata.write_stats(), *placed])
-    TimelineWriter(meta.io, meta.base_path).replace_inflight(Instant(instant, action, State.INFLIGHT),
-                                                             skeleton.to_json())
+    meta.timeline_writer().replace_inflight(Instant(instant, action, State.INFLIGHT),
+                                            skeleton.encode(meta.layout))
     for r in renames:
         meta.io.rename(join(meta.base_path, r.partition, r.old), join(meta.base_path, r.partition, r.new))
     rename_log_filters(meta, instant, {join(r.partition, r.old): join(r.partition, r.new) for r in renames})

@@ -1,7 +1,7 @@
 """``.hoodie/hoodie.properties``: the Java properties text and the typed table config.
 
-memtier reads table versions 6 (timeline layout 1) and 8 (layout 2) and writes version 6.
-Keys follow what Spark + Hudi writes (see ``shared/reference/hudi-format.md`` section 2);
+memtier reads and writes table versions 6 (timeline layout 1), 8 and 9 (layout 2). Keys
+follow what Spark + Hudi writes for each version (see ``shared/reference/hudi-format.md`` section 2);
 :attr:`TableConfig.raw` keeps every key as read, so keys memtier does not model survive a
 rewrite.
 """
@@ -26,12 +26,14 @@ from memtier.io import FileIO, join
 
 __all__ = [
     "COPY_ON_WRITE",
+    "DEFAULT_TABLE_VERSION",
     "MERGE_ON_READ",
     "TableConfig",
     "format_properties",
     "load_table_config",
     "parse_properties",
     "properties_path",
+    "rewrite_table_config",
     "table_checksum",
     "write_table_config",
 ]
@@ -54,6 +56,16 @@ URL_ENCODE = "hoodie.datasource.write.partitionpath.urlencode"
 DROP_PARTITION_COLUMNS = "hoodie.datasource.write.drop.partition.columns"
 KEY_GENERATOR_CLASS = "hoodie.table.keygenerator.class"
 KEY_GENERATOR_TYPE = "hoodie.table.keygenerator.type"  # v8
+MERGE_MODE = "hoodie.record.merge.mode"  # v8
+MERGE_STRATEGY_ID = "hoodie.record.merge.strategy.id"  # v8
+TIMELINE_PATH = "hoodie.timeline.path"  # v8
+TIMELINE_HISTORY_PATH = "hoodie.timeline.history.path"  # v8
+TABLE_FORMAT = "hoodie.table.format"  # v9
+MULTIPLE_BASE_FORMATS = "hoodie.table.multiple.base.file.formats.enable"
+METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
+METADATA_PARTITIONS_INFLIGHT = "hoodie.table.metadata.partitions.inflight"
+#: The merge modes memtier applies: by ordering value (ties to the later write), by commit.
+_MERGE_MODES = ("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING")
 BASE_FILE_FORMAT = "hoodie.table.base.file.format"
 CREATE_SCHEMA = "hoodie.table.create.schema"
 DATABASE_NAME = "hoodie.database.name"
@@ -78,8 +90,22 @@ _KEY_GENERATOR_TYPES = {  # v8 hoodie.table.keygenerator.type -> the v6 class na
 }
 _EVENT_TIME_MERGER = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 _DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
-_LAYOUT_OF_VERSION = {6: 1, 8: 2}
-_WRITE_VERSION = 6
+_KEY_GENERATOR_TYPE_OF_CLASS = {cls: kind for kind, cls in _KEY_GENERATOR_TYPES.items()}
+_LAYOUT_OF_VERSION = {6: 1, 8: 2, 9: 2}
+#: The table version memtier creates unless told another.
+DEFAULT_TABLE_VERSION = 6
+#: The keys that name the ordering field and the key generator, by table version.
+_ORDERING_KEY = {6: PRECOMBINE_FIELD, 8: PRECOMBINE_FIELD, 9: ORDERING_FIELDS}
+#: What Hudi 1.0 (version 8) and 1.1+ (version 9) write at creation beyond version 6's
+#: keys (event-time merging; the timeline's folders; where archived instants go).
+_CREATED_KEYS = {
+    6: {PAYLOAD_CLASS: _DEFAULT_PAYLOAD, MERGER_STRATEGY: _EVENT_TIME_MERGER, ARCHIVELOG_FOLDER: "archived"},
+    8: {PAYLOAD_CLASS: _DEFAULT_PAYLOAD, MERGE_MODE: "EVENT_TIME_ORDERING", MERGE_STRATEGY_ID: _EVENT_TIME_MERGER,
+        TIMELINE_PATH: "timeline", TIMELINE_HISTORY_PATH: "history", ARCHIVELOG_FOLDER: "archived",
+        INITIAL_VERSION: "8"},
+    9: {MERGE_MODE: "EVENT_TIME_ORDERING", TIMELINE_PATH: "timeline", TIMELINE_HISTORY_PATH: "history",
+        ARCHIVELOG_FOLDER: "history", INITIAL_VERSION: "9", TABLE_FORMAT: "native"},
+}
 _LOG_BLOCK_FORMATS = ("avro", "parquet")
 # Keys to_properties writes only when their field has a value (stale raw copies are dropped).
 _OPTIONAL_KEYS = frozenset({
@@ -233,7 +259,7 @@ def _check_versions(props: Mapping[str, str], path: str) -> tuple[int, int]:
     version = _required_int(props, VERSION, path)
     if version not in _LAYOUT_OF_VERSION:
         raise UnsupportedTableError(
-            f"table version {version} at {path} is not supported (memtier reads 6 and 8, writes 6)"
+            f"table version {version} at {path} is not supported (memtier reads and writes 6, 8 and 9)"
         )
     layout = _required_int(props, LAYOUT_VERSION, path)
     if layout != _LAYOUT_OF_VERSION[version]:
@@ -300,6 +326,9 @@ class TableConfig:
     populate_meta_fields: bool
     buckets: int | None
     log_block_format: str
+    #: Hudi 1.x's ``hoodie.record.merge.mode`` (None when the table does not say: event
+    #: time with an ordering field, as version 6 payloads merge)
+    merge_mode: str | None = None
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -327,6 +356,18 @@ class TableConfig:
                 f" {table_checksum(database, name)}",
             )
         base_format = props.get(BASE_FILE_FORMAT, "PARQUET").strip().upper()
+        if base_format != "PARQUET" or _flag(props, MULTIPLE_BASE_FORMATS, False, path):
+            raise UnsupportedTableError(
+                f"table at {path} has {base_format} base files ({BASE_FILE_FORMAT}"
+                f"{', ' + MULTIPLE_BASE_FORMATS + '=true' if base_format == 'PARQUET' else ''});"
+                " memtier reads and writes Parquet base files only (Lance, ORC and HFile are not read)"
+            )
+        merge_mode = props.get(MERGE_MODE, "").strip().upper() or None
+        if merge_mode not in (None, *_MERGE_MODES):
+            raise UnsupportedTableError(
+                f"{MERGE_MODE}={props[MERGE_MODE]!r} at {path}: memtier merges records by event time"
+                f" or commit time ({', '.join(_MERGE_MODES)}), not with a custom merger"
+            )
         log_block_format = props.get(LOG_BLOCK_FORMAT, "avro").strip().lower()
         if log_block_format not in _LOG_BLOCK_FORMATS:
             raise UnsupportedTableError(
@@ -351,6 +392,7 @@ class TableConfig:
             populate_meta_fields=_flag(props, POPULATE_META_FIELDS, True, path),
             buckets=_int(props, BUCKETS, path),
             log_block_format=log_block_format,
+            merge_mode=merge_mode,
             raw=dict(props),
         )
 
@@ -367,12 +409,18 @@ class TableConfig:
         log_block_format: str = "avro",
         *,
         database_name: str = "default",
+        version: int = DEFAULT_TABLE_VERSION,
     ) -> TableConfig:
-        """The config memtier creates: table version 6, layout 1, hive-style partitions,
-        DefaultHoodieRecordPayload with the event-time merger, UTC timeline, Parquet base
-        files, a bucket index when ``buckets`` is set. Without record-key fields (an
-        append-only table) ``buckets`` is the file groups per partition and readers are
-        told to append, not merge."""
+        """The config memtier creates: table ``version`` 6 (layout 1), 8 or 9 (layout 2),
+        hive-style partitions, event-time merging (DefaultHoodieRecordPayload, the
+        event-time merger; Hudi 1.x's merge mode), UTC timeline, Parquet base files, a
+        bucket index when ``buckets`` is set. Without record-key fields (an append-only
+        table) ``buckets`` is the file groups per partition and readers are told to
+        append, not merge."""
+        if version not in _LAYOUT_OF_VERSION or isinstance(version, bool):
+            raise InvalidArgumentError(
+                f"table_version must be one of {sorted(_LAYOUT_OF_VERSION)}, got {version!r}"
+            )
         if not isinstance(name, str) or not _TABLE_NAME_RE.fullmatch(name):
             raise InvalidArgumentError(
                 f"table name {name!r} must be letters, digits and _ (not starting with a digit)"
@@ -395,8 +443,8 @@ class TableConfig:
         return cls(
             name=name,
             table_type=table_type,
-            version=_WRITE_VERSION,
-            timeline_layout_version=_LAYOUT_OF_VERSION[_WRITE_VERSION],
+            version=version,
+            timeline_layout_version=_LAYOUT_OF_VERSION[version],
             record_key_fields=keys,
             ordering_field=ordering_field,
             partition_fields=partitions,
@@ -410,20 +458,15 @@ class TableConfig:
             populate_meta_fields=True,
             buckets=buckets,
             log_block_format=log_block_format,
-            raw={
-                PAYLOAD_CLASS: _DEFAULT_PAYLOAD,
-                MERGER_STRATEGY: _EVENT_TIME_MERGER,
-                TIMELINE_TIMEZONE: "UTC",
-                ARCHIVELOG_FOLDER: "archived",
-            },
+            merge_mode=_CREATED_KEYS[version].get(MERGE_MODE),
+            raw={**_CREATED_KEYS[version], TIMELINE_TIMEZONE: "UTC"},
         )
 
     def to_properties(self) -> dict[str, str]:
-        """Every raw key, overridden by the typed fields (table version 6 key names)."""
-        if self.version != _WRITE_VERSION:
-            raise UnsupportedTableError(
-                f"table {self.name} is version {self.version}; memtier writes only version 6"
-            )
+        """Every raw key, overridden by the typed fields (under the key names of the
+        table's version: the ordering field as ``precombine.field`` up to version 8,
+        ``ordering.fields`` from 9; the key generator as a class name in version 6, a
+        type from 8)."""
         props = {k: v for k, v in self.raw.items() if k not in _OPTIONAL_KEYS}
         props.update({
             NAME: self.name,
@@ -441,10 +484,10 @@ class TableConfig:
         })
         optional = {
             RECORD_KEY_FIELDS: self._fields_text(RECORD_KEY_FIELDS, self.record_key_fields),
-            PRECOMBINE_FIELD: self.ordering_field,
+            _ORDERING_KEY[self.version]: self.ordering_field,
             PARTITION_FIELDS: self._fields_text(PARTITION_FIELDS, self.partition_fields),
-            KEY_GENERATOR_CLASS: self.key_generator_class,
             CREATE_SCHEMA: self.create_schema,
+            **self._key_generator_keys(),
         }
         if self.buckets is not None:
             optional[BUCKETS] = str(self.buckets)
@@ -452,6 +495,15 @@ class TableConfig:
                 optional.update({INDEX_TYPE: "BUCKET", BUCKET_HASH_FIELD: ",".join(self.record_key_fields)})
         props.update({k: v for k, v in optional.items() if v})
         return props
+
+    def _key_generator_keys(self) -> dict[str, str | None]:
+        """The key generator as the table's version names it: the class (version 6), the
+        type (8 and 9; the class too when the table had it, or has no type for it)."""
+        if self.version == 6:
+            return {KEY_GENERATOR_CLASS: self.key_generator_class}
+        kind = _KEY_GENERATOR_TYPE_OF_CLASS.get(self.key_generator_class or "")
+        keep_class = KEY_GENERATOR_CLASS in self.raw or kind is None
+        return {KEY_GENERATOR_TYPE: kind, KEY_GENERATOR_CLASS: self.key_generator_class if keep_class else None}
 
     def _fields_text(self, key: str, fields: tuple[str, ...]) -> str:
         """The raw text when it still names ``fields`` (keeps ``field:type`` forms), else a list."""
@@ -486,6 +538,14 @@ def load_table_config(io: FileIO, base_path: str) -> TableConfig:
     except InvalidArgumentError as e:
         raise CorruptFileError(path, 0, str(e)) from e
     return TableConfig.from_properties(props, base_path)
+
+
+def rewrite_table_config(io: FileIO, base_path: str, config: TableConfig) -> None:
+    """Replace the ``hoodie.properties`` of an existing table, atomically (Hadoop's local
+    ``.crc`` sidecar of the old file is deleted first: it would fail Hudi's read of the new one)."""
+    path = properties_path(base_path)
+    io.delete(join(base_path, ".hoodie", ".hoodie.properties.crc"))
+    io.write_atomic(path, format_properties(config.to_properties()).encode("ascii"))
 
 
 def write_table_config(io: FileIO, base_path: str, config: TableConfig) -> None:

@@ -1,5 +1,4 @@
-"""``HudiTable``: create, open, write and read an Apache Hudi table (version 6 written;
-versions 6 and 8 read)."""
+"""``HudiTable``: create, open, write and read an Apache Hudi table (versions 6, 8 and 9)."""
 
 from __future__ import annotations
 
@@ -16,17 +15,23 @@ from memtier.hudi.avro import arrow_to_avro_schema
 from memtier.hudi.filenames import bucket_or_none
 from memtier.hudi.filters import Filter
 from memtier.hudi.fsview import FileSlice, FileSystemView
-from memtier.hudi.properties import TableConfig, format_properties, properties_path, write_table_config
+from memtier.hudi.mdt import drop_metadata_table
+from memtier.hudi.properties import (
+    DEFAULT_TABLE_VERSION,
+    TableConfig,
+    properties_path,
+    rewrite_table_config,
+    write_table_config,
+)
 from memtier.hudi.reader import read_table
 from memtier.hudi.schema import encode_schema, validate_table_schema
 from memtier.hudi.tablemeta import ARROW_SCHEMA_KEY, TableMeta
 from memtier.hudi.timeline import Timeline
 from memtier.hudi.writer import rollback_pending, write_batch
-from memtier.io import FileIO, basename, join, open_fileio, parent
+from memtier.io import FileIO, basename, open_fileio
 
 __all__ = ["HudiTable"]
 
-METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
 
 TABLE_TYPES = ("MERGE_ON_READ", "COPY_ON_WRITE")
 
@@ -68,6 +73,7 @@ class HudiTable:
         *,
         name: str | None = None,
         log_block_format: str = "avro",
+        table_version: int = DEFAULT_TABLE_VERSION,
     ) -> HudiTable:
         """Create an empty table; :class:`TableExistsError` if one is already at ``path``.
 
@@ -75,7 +81,9 @@ class HudiTable:
         ``record_key=None`` makes an append-only table: no merge by key, record keys
         generated as Hudi 0.14+ generates them, ``buckets`` file groups per partition
         filled by load. ``log_block_format`` is ``"avro"`` (readable by every Hudi reader, Trino's
-        log-merging connector included) or ``"parquet"``.
+        log-merging connector included) or ``"parquet"``. ``table_version`` is 6 (timeline
+        layout 1), 8 or 9 (layout 2: completion times, log files named by their deltacommit,
+        Avro commit metadata).
         """
         if table_type not in TABLE_TYPES:
             raise InvalidArgumentError(f"table_type must be one of {TABLE_TYPES}, got {table_type!r}")
@@ -86,7 +94,7 @@ class HudiTable:
         table_name = name or _default_name(path)
         config = TableConfig.new(
             table_name, table_type, keys, ordering_field, partitions, buckets,
-            json.dumps(arrow_to_avro_schema(schema, table_name)), log_block_format,
+            json.dumps(arrow_to_avro_schema(schema, table_name)), log_block_format, version=table_version,
         )
         config = dataclasses.replace(
             config, raw={**config.raw, ARROW_SCHEMA_KEY: encode_schema(schema)}
@@ -101,7 +109,7 @@ class HudiTable:
 
     @classmethod
     def open(cls, path: str, storage_options: Mapping[str, str] | None = None) -> HudiTable:
-        """Open an existing table (memtier's or Apache Hudi's, version 6 or 8)."""
+        """Open an existing table (memtier's or Apache Hudi's, version 6, 8 or 9)."""
         io = open_fileio(path, storage_options)
         return cls(TableMeta.load(io, path))
 
@@ -144,8 +152,10 @@ class HudiTable:
         writer's ``delete`` operation does; the write tier's ``Client.delete`` takes
         ordered deletes). Upserted rows sharing a key keep the greatest ordering value.
         Returns the instant, or None if nothing was written. A rejected batch leaves the
-        timeline untouched.
+        timeline untouched. Hudi's metadata table, if the table has one, is dropped first
+        (:mod:`memtier.hudi.mdt`).
         """
+        self._meta = drop_metadata_table(self._meta)
         return write_batch(self._meta, data, operation)
 
     def read(
@@ -172,15 +182,17 @@ class HudiTable:
             filters=filters, include_meta=include_meta,
         )
 
-    def set_bucket_index(self, buckets: int) -> None:
+    def set_bucket_index(self, buckets: int, *, convert: bool = False) -> None:
         """Record in ``hoodie.properties`` the bucket index an Apache Hudi writer used on
         this table, so memtier routes rows to the same file groups and can write it.
 
         Hudi keeps ``hoodie.bucket.index.num.buckets`` in its writers' configs, not in the
-        table, so a table Hudi created says nothing of it. Refused when the table has Hudi's
-        metadata table (memtier's commits do not update it), when a file group is not a
-        bucket's (its file id does not start with a bucket number below ``buckets``) or
-        the table already records another count; a no-op when it records this one.
+        table, so a table Hudi created says nothing of it. Hudi's metadata table, if the
+        table has one, is dropped as Hudi drops it when disabled (:mod:`memtier.hudi.mdt`:
+        memtier's commits would not be in it). Refused when a file group is not a bucket's
+        (its file id does not start with a bucket number below ``buckets``), unless
+        ``convert`` (a clustering will rewrite them: :mod:`memtier.hudi.adopt`), or the table
+        already records another count; a no-op when it records this one.
         """
         if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 1:
             raise InvalidArgumentError(f"buckets must be a positive int, got {buckets!r}")
@@ -190,26 +202,16 @@ class HudiTable:
             raise UnsupportedTableError(
                 f"table {self.config.name} records a bucket index of {self.config.buckets} buckets, not {buckets}"
             )
-        metadata = self.config.raw.get(METADATA_PARTITIONS, "").strip()
-        if metadata:
-            raise UnsupportedTableError(
-                f"table {self.config.name} at {self.path} has Hudi's metadata table ({METADATA_PARTITIONS}="
-                f"{metadata}): memtier's commits would not be in it, so Hudi's readers would not see them; "
-                "drop it first (a Hudi write with hoodie.metadata.enable=false deletes it)"
-            )
-        for partition, file_id in FileSystemView.build(self.io, self.path, self.timeline()).file_groups:
+        groups = () if convert else FileSystemView.build(self.io, self.path, self.timeline()).file_groups
+        for partition, file_id in groups:
             bucket = bucket_or_none(file_id)
             if bucket is None or bucket >= buckets:
                 raise UnsupportedTableError(
                     f"file group {file_id} in partition {partition!r} of {self.path} is not one of "
                     f"{buckets} buckets: the table was not written with a bucket index of {buckets}"
                 )
-        config = dataclasses.replace(self.config, buckets=buckets)
-        path = properties_path(self.path)
-        stale_checksum = join(parent(path), f".{basename(path)}.crc")  # Hadoop's local-FS sidecar
-        if self.io.exists(stale_checksum):  # it would fail Hudi's read of the new file
-            self.io.delete(stale_checksum)
-        self.io.write_atomic(path, format_properties(config.to_properties()).encode("ascii"))
+        meta = drop_metadata_table(self._meta)
+        rewrite_table_config(self.io, self.path, dataclasses.replace(meta.config, buckets=buckets))
         self._meta = TableMeta.load(self.io, self.path)
 
     def rollback_pending(self) -> list[str]:

@@ -14,7 +14,7 @@ from memtier.hudi.avro import arrow_to_avro_schema, avro_to_arrow_schema, with_m
 from memtier.hudi.merge import MergeSpec
 from memtier.hudi.properties import TableConfig, load_table_config
 from memtier.hudi.schema import META_SCHEMA, decode_schema, physical_schema
-from memtier.hudi.timeline import Timeline
+from memtier.hudi.timeline import Timeline, TimelineWriter
 from memtier.io import FileIO, join
 
 __all__ = ["ARROW_SCHEMA_KEY", "RECORD_KEY", "TableMeta"]
@@ -54,6 +54,15 @@ class TableMeta:
 
     def timeline(self) -> Timeline:
         return Timeline.load(self.io, self.base_path, self.config.timeline_layout_version)
+
+    def timeline_writer(self) -> TimelineWriter:
+        """A writer of this table's timeline (its layout: 1 for version 6, else 2)."""
+        return TimelineWriter(self.io, self.base_path, self.config.timeline_layout_version)
+
+    @property
+    def layout(self) -> int:
+        """The timeline layout: instant files' names and commit metadata's encoding."""
+        return self.config.timeline_layout_version
 
     @property
     def hoodie_dir(self) -> str:
@@ -96,8 +105,12 @@ class TableMeta:
 
     @cached_property
     def merge_spec(self) -> MergeSpec:
+        """How records merge: by the ordering field (the later write on ties), or in commit
+        order when the table has none or Hudi 1.x's merge mode says so."""
         ordering = self.config.ordering_field
         if ordering is not None and ordering not in self.physical.names:
+            ordering = None
+        if self.config.merge_mode == "COMMIT_TIME_ORDERING":
             ordering = None
         if self.keyless:
             return MergeSpec(None, ordering)

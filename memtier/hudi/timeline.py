@@ -1,7 +1,9 @@
-"""The Hudi timeline: instants, loading it (layouts 1 and 2), and writing it (layout 1).
+"""The Hudi timeline: instants, loading it and writing it (layouts 1 and 2).
 
-Layout 1 (table version 6) keeps every instant file in ``.hoodie/``; layout 2 (version 8)
-in ``.hoodie/timeline/``, with completed instants named ``<t>_<completion>.<action>``.
+Layout 1 (table version 6) keeps every instant file in ``.hoodie/``; layout 2 (versions 8
+and 9) in ``.hoodie/timeline/``, with completed instants named ``<t>_<completion>.<action>``
+(the completion time is taken when the instant completes, from a clock that never repeats
+a time in this process).
 States are ``<t>.<action>.requested`` -> ``<t>.<action>.inflight`` -> completed, except
 that an inflight COW ``commit`` is ``<t>.inflight``. A loaded timeline keeps one instant
 per (time, action) in its latest state, like Hudi's layout-1 filter; a compaction or
@@ -21,6 +23,7 @@ by :meth:`TimelineWriter.resume_rollback` on the pending rollback instant:
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -28,21 +31,24 @@ from enum import Enum
 from functools import cached_property, lru_cache, total_ordering
 
 from memtier.errors import (
+    AlreadyExistsError,
     CorruptFileError,
     InvalidArgumentError,
     NotFoundError,
     UnsupportedTableError,
 )
-from memtier.hudi.commit import CommitMetadata, RollbackMetadata, RollbackPlan, is_avro_container
+from memtier.hudi.commit import CommitMetadata, RollbackMetadata, RollbackPlan
 from memtier.io import FileIO, join, relpath
 
 __all__ = [
     "COMMIT_ACTIONS",
     "RE_EXECUTED",
+    "REPLACING_ACTIONS",
     "Instant",
     "State",
     "Timeline",
     "TimelineWriter",
+    "new_completion_time",
     "new_instant_time",
     "parse_instant_time",
     "timeline_dir",
@@ -51,6 +57,9 @@ __all__ = [
 
 #: Actions whose completion makes data visible.
 COMMIT_ACTIONS = ("commit", "deltacommit", "replacecommit")
+#: Actions of instants that replace file groups while pending: an insert overwrite or a
+#: clustering (``replacecommit`` on layout 1), a clustering from layout 2 on.
+REPLACING_ACTIONS = ("replacecommit", "clustering")
 ROLLBACK = "rollback"
 #: Actions whose rollback returns them to requested, as Hudi does: a compaction plan is
 #: never dropped (log files written after it was requested already belong to its slice).
@@ -264,9 +273,7 @@ class Timeline:
         path = self.instant_path(base_path, instant)
         data = io.read_bytes(path)
         try:
-            if is_avro_container(data):
-                return CommitMetadata.from_avro(data)
-            return CommitMetadata.from_json(data)
+            return CommitMetadata.decode(data)
         except InvalidArgumentError as e:
             raise CorruptFileError(path, 0, str(e)) from e
 
@@ -298,6 +305,20 @@ def parse_instant_time(timestamp: str) -> datetime:
     return moment.replace(microsecond=millis * 1000, tzinfo=UTC)
 
 
+_completion_lock = threading.Lock()
+_last_completion = ""
+
+
+def new_completion_time(requested: str, now: Callable[[], datetime] = utc_now) -> str:
+    """A completion time for an instant requested at ``requested``: after it, and after
+    every completion time this process gave out before (two instants completing in one
+    millisecond get distinct times, as Hudi's generator gives them)."""
+    global _last_completion
+    with _completion_lock:
+        _last_completion = new_instant_time(max(requested, _last_completion), now)
+        return _last_completion
+
+
 def new_instant_time(after: str | None, now: Callable[[], datetime] = utc_now) -> str:
     """A UTC ``yyyyMMddHHmmssSSS`` time strictly after ``after`` (1 ms later if the clock lags)."""
     moment = now()
@@ -310,23 +331,27 @@ def new_instant_time(after: str | None, now: Callable[[], datetime] = utc_now) -
 
 
 # ======================================================================================
-# Writing (layout 1)
+# Writing
 # ======================================================================================
 
 
 class TimelineWriter:
-    """Creates layout-1 instant files, each with ``create_exclusive``.
+    """Creates the instant files of a timeline of ``layout`` 1 or 2, each with
+    ``create_exclusive``.
 
     :class:`AlreadyExistsError` from any method means another writer already wrote that
-    file (took the instant, or completed it); nothing of this call became visible.
+    file (took the instant, or completed it); nothing of this call became visible. On
+    layout 2 a completed instant's name carries its completion time, so completing checks
+    first that no completed file of the instant exists (the master is the timeline's only
+    writer, so nothing completes the same instant between the check and the create).
     """
 
-    layout = 1
-
-    def __init__(self, io: FileIO, base_path: str) -> None:
+    def __init__(self, io: FileIO, base_path: str, layout: int = 1) -> None:
+        _check_layout(layout)
         self.io = io
         self.base_path = base_path
-        self.folder = timeline_dir(base_path, self.layout)
+        self.layout = layout
+        self.folder = timeline_dir(base_path, layout)
 
     def _path(self, instant: Instant) -> str:
         return join(self.folder, instant.file_name(self.layout))
@@ -334,6 +359,27 @@ class TimelineWriter:
     def _create(self, instant: Instant, content: bytes) -> Instant:
         self.io.create_exclusive(self._path(instant), content)
         return instant
+
+    def _completed(self, instant: Instant) -> Instant | None:
+        """The completed file's instant of ``instant`` (any state of it), if one exists."""
+        done = instant.with_state(State.COMPLETED)
+        if self.layout == 1:
+            return done if self.io.exists(self._path(done)) else None
+        prefix, suffix = f"{done.timestamp}_", f".{done.action}"
+        for entry in self.io.list_dir(self.folder):
+            if entry.name.startswith(prefix) and entry.name.endswith(suffix):
+                return Instant.parse(entry.name, self.layout)
+        return None
+
+    def _create_completed(self, instant: Instant, content: bytes) -> Instant:
+        """Create the completed file of ``instant`` (given in any state)."""
+        done = instant.with_state(State.COMPLETED)
+        if self.layout == 1:
+            return self._create(done, content)
+        if self._completed(done) is not None:
+            raise AlreadyExistsError(f"instant {done.timestamp}.{done.action} of {self.base_path} has completed")
+        done = Instant(done.timestamp, done.action, State.COMPLETED, new_completion_time(done.timestamp))
+        return self._create(done, content)
 
     def request(self, timestamp: str, action: str, content: bytes = b"") -> Instant:
         """Write ``<t>.<action>.requested``."""
@@ -355,11 +401,11 @@ class TimelineWriter:
     def complete(self, instant: Instant, content: bytes) -> Instant:
         """Complete an inflight instant: its data becomes visible once this file exists."""
         _require_state(instant, State.INFLIGHT, "complete")
-        return self._create(instant.with_state(State.COMPLETED), content)
+        return self._create_completed(instant, content)
 
     def remove_pending(self, instant: Instant) -> None:
         """Delete the requested and inflight files of an instant that never completed."""
-        if self.io.exists(self._path(instant.with_state(State.COMPLETED))):
+        if self._completed(instant) is not None:
             raise InvalidArgumentError(
                 f"instant {instant.timestamp}.{instant.completes_as} has completed;"
                 " its pending files stay"
@@ -411,7 +457,7 @@ class TimelineWriter:
         metadata = RollbackMetadata(
             rollback.timestamp, plan.target_timestamp, plan.target_action, plan.files_to_delete
         )
-        return self._create(rollback.with_state(State.COMPLETED), metadata.to_avro())
+        return self._create_completed(rollback, metadata.to_avro())
 
 
 def _require_state(instant: Instant, state: State, what: str) -> None:

@@ -39,7 +39,7 @@ from memtier.hudi.logformat import iter_blocks
 from memtier.hudi.routing import route
 from memtier.hudi.schema import check_ordering_not_null, conform
 from memtier.hudi.tablemeta import TableMeta
-from memtier.hudi.timeline import Instant, State, Timeline, TimelineWriter, new_instant_time
+from memtier.hudi.timeline import Instant, State, Timeline, new_instant_time
 from memtier.io import basename, join, parent, relpath
 from memtier.parallel import parallel_map
 
@@ -150,17 +150,17 @@ def write_batch(meta: TableMeta, data: Any, operation: str = "upsert") -> str | 
     plans = plan_changes(meta, changes, view, instant)
     if not plans:
         return None
-    writer = TimelineWriter(meta.io, meta.base_path)
+    writer = meta.timeline_writer()
     action = _commit_action(meta)
     hudi_operation = OPERATIONS[operation]
     try:
         requested = writer.request(instant, action)
     except AlreadyExistsError as e:
         raise CommitFailedError(f"instant {instant} was taken by another writer; retry") from e
-    inflight = writer.inflight(requested, planned_metadata(meta, plans, hudi_operation).to_json())
+    inflight = writer.inflight(requested, planned_metadata(meta, plans, hudi_operation).encode(meta.layout))
     ensure_partition_metadata(meta, {p.change.partition_path for p in plans}, instant)
     stats = write_files(meta, plans, instant, timeline)
-    content = commit_metadata(meta, stats, hudi_operation).to_json()
+    content = commit_metadata(meta, stats, hudi_operation).encode(meta.layout)
     try:
         writer.complete(inflight, content)
     except Exception as e:
@@ -211,11 +211,11 @@ def _files_of(meta: TableMeta, target: Instant) -> dict[str, list[str]]:
     carrying its timestamp (a foreign writer's inflight may name none)."""
     found: dict[str, set[str]] = {}
     inflight = Instant(target.timestamp, target.action, State.INFLIGHT)
-    inflight_path = join(meta.hoodie_dir, inflight.file_name(1))
+    inflight_path = meta.timeline().instant_path(meta.base_path, inflight)
     if meta.io.exists(inflight_path):
         content = meta.io.read_bytes(inflight_path)
         if content.strip():
-            for partition, stats in CommitMetadata.from_json(content).partition_to_write_stats.items():
+            for partition, stats in CommitMetadata.decode(content).partition_to_write_stats.items():
                 for stat in stats:
                     if stat.path and _written_by(meta, join(meta.base_path, stat.path), target.timestamp):
                         found.setdefault(partition, set()).add(basename(stat.path))
@@ -251,7 +251,7 @@ def rollback_instant(meta: TableMeta, target: Instant, timeline: Timeline) -> st
     files = _files_of(meta, target)
     timestamp = new_instant_time(timeline.last_timestamp())
     delete_log_filters(meta, target.timestamp)  # (readers ignore it anyway: the instant never completes)
-    TimelineWriter(meta.io, meta.base_path).rollback(target, files, timestamp)
+    meta.timeline_writer().rollback(target, files, timestamp)
     log.info("rolled back instant %s of %s (%d files)", target.timestamp, meta.base_path,
              sum(len(n) for n in files.values()))
     return timestamp
@@ -261,7 +261,7 @@ def rollback_pending(meta: TableMeta) -> Timeline:
     """Finish interrupted rollbacks, then roll back every pending write instant
     (single-writer mode); returns the timeline afterwards."""
     timeline = meta.timeline()
-    writer = TimelineWriter(meta.io, meta.base_path)
+    writer = meta.timeline_writer()
     for rollback in timeline.pending(("rollback",)):
         writer.resume_rollback(rollback)
     timeline = meta.timeline()

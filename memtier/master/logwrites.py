@@ -49,12 +49,12 @@ def settle_log_files(meta: TableMeta, commits: CommitLog, instant: str, metadata
     complete under (renamed on disk already)."""
     stats = metadata.write_stats()
     groups = {*file_groups, *((s.partition_path, s.file_id) for s in stats)}
-    moved = commits.completed_since(instant, groups, (LOG_WRITE,))
+    moved = commits.completed_since(instant, groups, (LOG_WRITE,)) if meta.layout == 1 else {}
     if not moved and not has_pending_logs(stats):
         return metadata
     timeline = meta.timeline()
     view = FileSystemView.build(meta.io, meta.base_path, timeline)
     placed, renames = place_log_files(view, stats, instant, planned=planned_log_files(meta, timeline, instant),
-                                      reorder=set(moved))
+                                      reorder=set(moved), layout=meta.layout)
     apply_renames(meta, instant, LOG_WRITE, metadata, placed, renames)
     return metadata.with_stats(placed)

@@ -34,10 +34,14 @@ from memtier.errors import (
     TableNotFoundError,
     TransactionError,
 )
+from memtier.hudi.adopt import check_adoptable, fits_buckets
 from memtier.hudi.commit import CommitMetadata, WriteStat, is_avro_container
+from memtier.hudi.fsview import FileSystemView
+from memtier.hudi.mdt import drop_metadata_table, metadata_table_path
+from memtier.hudi.properties import DEFAULT_TABLE_VERSION
 from memtier.hudi.table import HudiTable
 from memtier.hudi.tablemeta import TableMeta
-from memtier.hudi.timeline import COMMIT_ACTIONS, Instant, State, TimelineWriter, new_instant_time
+from memtier.hudi.timeline import COMMIT_ACTIONS, REPLACING_ACTIONS, Instant, State, new_instant_time
 from memtier.hudi.writer import commit_metadata, rollback_instant, rollback_pending
 from memtier.io import join, open_fileio
 from memtier.master.assignment import ServerLoad, place, rebalance_move
@@ -54,6 +58,7 @@ from memtier.master.state import (
     Txn,
     TxnSnapshot,
 )
+from memtier.master.tasks import COMPLETED, FAILED
 from memtier.tableserver.master_link import FlushedBlock, TableLocation
 from memtier.wal.fence import fence
 from memtier.wal.stream import stream_directory
@@ -151,6 +156,8 @@ class Master:
         self._state = self._store.load()
         self._servers: dict[str, _Server] = {}
         self._metas: dict[str, TableMeta] = {}
+        #: table -> the clustering request converting its file groups into buckets
+        self._converting: dict[str, int] = {}
         self._table_locks: dict[str, threading.Lock] = {}
         self._last_instant: dict[str, str] = {}
         self._latest_commit: dict[str, str | None] = {}
@@ -183,13 +190,24 @@ class Master:
         return entry
 
     def _meta(self, table: str) -> TableMeta:
+        """The table's meta, loaded once; Hudi's metadata table, if the table has one, is
+        dropped then (:mod:`memtier.hudi.mdt`)."""
         with self._lock:
             meta = self._metas.get(table)
             if meta is None:
                 entry = self._entry(table)
-                meta = TableMeta.load(open_fileio(entry.path, entry.storage_options), entry.path)
+                meta = drop_metadata_table(TableMeta.load(open_fileio(entry.path, entry.storage_options), entry.path))
                 self._metas[table] = meta
             return meta
+
+    def _without_metadata_table(self, table: str, meta: TableMeta) -> TableMeta:
+        """``meta``, once a metadata table a Hudi writer made since it was loaded is dropped."""
+        if not meta.io.exists(join(metadata_table_path(meta.base_path), ".hoodie", "hoodie.properties")):
+            return meta
+        meta = drop_metadata_table(TableMeta.load(meta.io, meta.base_path))
+        with self._lock:
+            self._metas[table] = meta
+        return meta
 
     def meta(self, table: str) -> TableMeta:
         """The table's Hudi metadata (config, schemas, storage)."""
@@ -197,13 +215,15 @@ class Master:
 
     def _recover_table(self, table: str) -> None:
         """On start: roll back flushes left pending by a previous master; queue its
-        pending table services again."""
+        pending table services again, and the conversion into buckets of file groups
+        that do not fit them (a conversion a crash interrupted)."""
         meta = self._meta(table)
         timeline = rollback_pending(meta)
         last = timeline.last_completed()
         self._latest_commit[table] = last.timestamp if last else None
         self._last_instant[table] = timeline.last_timestamp() or ""
         self.services.recover(table, meta)
+        self._convert(table)
 
     # == catalog =========================================================================
     def create_table(
@@ -219,8 +239,9 @@ class Master:
         path: str | None = None,
         storage_options: Mapping[str, str] | None = None,
         log_block_format: str = "avro",
+        table_version: int = DEFAULT_TABLE_VERSION,
     ) -> dict[str, Any]:
-        """Create a Hudi table and serve it; its description."""
+        """Create a Hudi table (of Hudi table version ``table_version``) and serve it; its description."""
         validate_table_name(name)
         with self._lock:
             if name in self._state.tables:
@@ -230,20 +251,65 @@ class Master:
             self._storage_options if path is None else {}))
         HudiTable.create(
             table_path, schema, record_key, ordering_field, partition_fields, buckets, table_type,
-            options, name=name, log_block_format=log_block_format,
+            options, name=name, log_block_format=log_block_format, table_version=table_version,
         )
         return self._add_table(name, table_path, options)
 
     def register_table(
-        self, name: str, path: str, storage_options: Mapping[str, str] | None = None
+        self, name: str, path: str, storage_options: Mapping[str, str] | None = None,
+        buckets: int | None = None,
     ) -> dict[str, Any]:
-        """Serve an existing Hudi table (memtier's or Apache Hudi's) under ``name``."""
+        """Serve an existing Hudi table (memtier's or Apache Hudi's) under ``name``.
+
+        A table without a bucket index (Hudi's default index) is served for reads only,
+        unless ``buckets`` is given: then its file groups are converted into that many per
+        partition by a clustering of the table-service pool (:mod:`memtier.hudi.adopt`);
+        the description's ``conversion`` is that request, and writes wait for it (reads
+        do not). A table memtier would write but cannot take is refused, naming what to do."""
         validate_table_name(name)
         with self._lock:
             if name in self._state.tables:
                 raise TableExistsError(f"table {name!r} already exists")
-        HudiTable.open(path, storage_options)  # refuses what is not a readable Hudi table
+        table = HudiTable.open(path, storage_options)  # refuses what is not a readable Hudi table
+        if table.config.buckets is not None or buckets is not None:
+            check_adoptable(table.meta)
+        if table.config.buckets is None and buckets is not None:
+            view = FileSystemView.build(table.io, table.path, table.timeline())
+            table.set_bucket_index(buckets, convert=not fits_buckets(view, buckets))
+        elif buckets is not None and buckets != table.config.buckets:
+            raise InvalidArgumentError(
+                f"table {table.config.name} at {path} has {table.config.buckets} buckets, not {buckets}"
+            )
         return self._add_table(name, path, dict(storage_options or {}))
+
+    def _convert(self, table: str) -> None:
+        """Start converting the table's file groups into its buckets, if they do not fit them."""
+        meta = self._meta(table)
+        if not meta.config.buckets or fits_buckets(FileSystemView.build(meta.io, meta.base_path, meta.timeline()),
+                                                   meta.config.buckets):
+            self._converting.pop(table, None)
+            return
+        request = self.services.request(table, "clustering")
+        if request is not None:
+            self._converting[table] = request["request_id"]
+            log.info("converting %s into %d buckets: clustering request %d", table, meta.config.buckets,
+                     request["request_id"])
+
+    def conversion(self, table: str) -> dict[str, Any] | None:
+        """The clustering request converting ``table`` into buckets while it runs, else None
+        (a failed one is requested again)."""
+        request_id = self._converting.get(table)
+        if request_id is None:
+            return None
+        try:
+            request = self.services.request_status(request_id)
+        except InvalidArgumentError:
+            request = {"state": FAILED}  # forgotten: look at the table again
+        if request["state"] in (FAILED, COMPLETED):
+            self._convert(table)
+            request_id = self._converting.get(table)
+            return None if request_id is None else self.services.request_status(request_id)
+        return request
 
     def _add_table(self, name: str, path: str, options: dict[str, str]) -> dict[str, Any]:
         entry = TableEntry(name, path, options, self._now_ms())
@@ -304,6 +370,7 @@ class Master:
             "partition_fields": list(config.partition_fields),
             "buckets": config.buckets,
             "table_type": config.table_type,
+            "conversion": self.conversion(name),
             "routing": {str(b): s for b, s in sorted(routing.items())},
             "servers": servers,
             "max_batch_rows": max_batch_rows,
@@ -585,7 +652,7 @@ class Master:
         timeline_last = meta.timeline().last_timestamp() or ""
         instant = new_instant_time(max(timeline_last, self._last_instant.get(table, "")) or None,
                                    lambda: _utc(self._clock()))
-        TimelineWriter(meta.io, meta.base_path).request(instant, action, plan)
+        meta.timeline_writer().request(instant, action, plan)
         self._last_instant[table] = instant
         self._commits(table).begin(instant, action, owner, refs, life)
         return instant
@@ -610,7 +677,7 @@ class Master:
             if found[0].state is State.REQUESTED:
                 content = meta.io.read_bytes(timeline.instant_path(meta.base_path, found[0])) \
                     if action == "clean" else b""
-                TimelineWriter(meta.io, meta.base_path).inflight(found[0], content)
+                meta.timeline_writer().inflight(found[0], content)
 
     def revert_to_requested(self, table: str, instant: str) -> None:
         """Undo a failed attempt of a compaction: its files deleted, the instant back to
@@ -635,7 +702,7 @@ class Master:
             commits = self._commits(table)
             action = commits.pending(instant)
             commits.touch(instant, _refs(file_groups))
-            TimelineWriter(meta.io, meta.base_path).inflight(Instant(instant, action, State.REQUESTED), planned)
+            meta.timeline_writer().inflight(Instant(instant, action, State.REQUESTED), _for_layout(meta, planned))
 
     def complete_commit(
         self, table: str, instant: str, content: bytes | CommitMetadata, *,
@@ -680,16 +747,19 @@ class Master:
                     f"back (nothing of it is visible): {'; '.join(found)}"
                 )
             data = content if isinstance(content, bytes) else b""
+            if action != "clean":
+                meta = self._without_metadata_table(table, meta)
             if metadata is not None:
                 if action == LOG_WRITE:
                     metadata = settle_log_files(meta, commits, instant, metadata, refs)
                 completed = new_instant_time(self._last_instant.get(table) or None, lambda: _utc(self._clock()))
                 self._last_instant[table] = completed
                 data = dataclasses.replace(
-                    metadata, extra_metadata={**metadata.extra_metadata, COMPLETION_TIME_KEY: completed}).to_json()
+                    metadata, extra_metadata={**metadata.extra_metadata, COMPLETION_TIME_KEY: completed}
+                ).encode(meta.layout)
             inflight = Instant(instant, action, State.INFLIGHT)
             try:
-                done = TimelineWriter(meta.io, meta.base_path).complete(inflight, data)
+                done = meta.timeline_writer().complete(inflight, data)
             except Exception as e:
                 raise CommitStateUnknownError(f"completing {action} {instant} of {table} failed: {e}") from e
             commits.complete(instant, refs)
@@ -721,7 +791,7 @@ class Master:
             action = self._commits(table).pending_instants().get(instant)
             requested = Instant(instant, action or "", State.REQUESTED)
             if planned and action is not None and requested in meta.timeline().pending(None):
-                TimelineWriter(meta.io, meta.base_path).inflight(requested, planned)
+                meta.timeline_writer().inflight(requested, _for_layout(meta, planned))
             self._rollback_locked(table, meta, instant)
 
     def _rollback_locked(self, table: str, meta: TableMeta, instant: str) -> None:
@@ -745,7 +815,7 @@ class Master:
         touched = [(s.partition_path, s.file_id) for s in write_stats]
         # a clustering that replaced one of these file groups meanwhile wins: the blocks
         # stay unflushed and go, next round, to the file group now holding their bucket
-        self.complete_commit(table, instant, metadata, file_groups=touched, check_conflicts=["replacecommit"],
+        self.complete_commit(table, instant, metadata, file_groups=touched, check_conflicts=REPLACING_ACTIONS,
                              life=life)
         with self._table_lock(table):
             cached = self._flushed.get(table)
@@ -907,6 +977,13 @@ def _commit_metadata(content: bytes | CommitMetadata) -> CommitMetadata | None:
     if isinstance(content, CommitMetadata):
         return content
     return None if not content.strip() or is_avro_container(content) else CommitMetadata.from_json(content)
+
+
+def _for_layout(meta: TableMeta, content: bytes) -> bytes:
+    """Instant content as the table's timeline layout encodes it: commit metadata, which
+    writers send as JSON, becomes Avro on layout 2; other content stays as it is."""
+    metadata = _commit_metadata(content)
+    return content if metadata is None else metadata.encode(meta.layout)
 
 
 def _refs(file_groups: Sequence[Sequence[str]]) -> list[FileGroupRef]:

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from memtier.errors import InvalidArgumentError
+from memtier.hudi.properties import DEFAULT_TABLE_VERSION
 from memtier.master.commits import FileGroupRef
 from memtier.master.master import Master
 from memtier.master.state import TxnSnapshot
@@ -40,8 +41,10 @@ class MasterService(ActionService):
                 buckets=r.get("buckets", 4), table_type=r.get("table_type", "MERGE_ON_READ"),
                 path=r.get("path"), storage_options=r.get("storage_options"),
                 log_block_format=r.get("log_block_format", "avro"),
+                table_version=r.get("table_version", DEFAULT_TABLE_VERSION),
             ),
-            "register_table": lambda r: m.register_table(r["name"], r["path"], r.get("storage_options")),
+            "register_table": lambda r: m.register_table(r["name"], r["path"], r.get("storage_options"),
+                                                         r.get("buckets")),
             "drop_table": lambda r: no_result(m.drop_table(r["name"], purge=r.get("purge", False))),
             "list_tables": lambda r: {"tables": m.list_tables()},
             "describe_table": lambda r: m.describe_table(r["name"]),
@@ -112,16 +115,18 @@ class MasterProxy(Proxy):
         ordering_field: str | None = None, partition_fields: str | Sequence[str] | None = None,
         buckets: int = 4, table_type: str = "MERGE_ON_READ", path: str | None = None,
         storage_options: Mapping[str, str] | None = None, log_block_format: str = "avro",
+        table_version: int = DEFAULT_TABLE_VERSION,
     ) -> dict[str, Any]:
         return self._call(
             "create_table", name=name, schema=_schema_bytes(schema), record_key=record_key,
             ordering_field=ordering_field, partition_fields=partition_fields, buckets=buckets,
             table_type=table_type, path=path, storage_options=storage_options,
-            log_block_format=log_block_format,
+            log_block_format=log_block_format, table_version=table_version,
         )
 
-    def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None) -> dict[str, Any]:
-        return self._call("register_table", name=name, path=path, storage_options=storage_options)
+    def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None,
+                       buckets: int | None = None) -> dict[str, Any]:
+        return self._call("register_table", name=name, path=path, storage_options=storage_options, buckets=buckets)
 
     def drop_table(self, name: str, *, purge: bool = False) -> None:
         self._call("drop_table", name=name, purge=purge)

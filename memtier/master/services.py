@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from memtier.compaction import SERVICES, service_actions
 from memtier.compaction.clean import CleanPolicy, plan_clean
 from memtier.compaction.cluster import plan_clustering
 from memtier.compaction.compact import CompactionPolicy, SliceDebt, plan_compaction, slice_debt
@@ -30,7 +31,6 @@ from memtier.hudi.tablemeta import TableMeta
 from memtier.hudi.timeline import Instant, State
 from memtier.master.requests import Request, compacted, compaction_targets
 from memtier.master.tasks import (
-    ACTIONS,
     COMPLETED,
     FAILED,
     QUEUED,
@@ -128,7 +128,7 @@ class TableServices:
             cleaning = plan_clean(view, CleanPolicy(config.clean_retain_versions), leased)
             return None if cleaning is None else (cleaning.to_avro(meta.base_path), [])
 
-        begun = self._master.begin_planned(table, ACTIONS[kind], OWNER, make_plan)
+        begun = self._master.begin_planned(table, service_actions(meta.layout)[kind], OWNER, make_plan)
         if begun is None:
             return None
         instant, file_groups = begun
@@ -284,8 +284,9 @@ class TableServices:
         again (an inflight compaction goes back to requested first); pending clusterings
         are rolled back (their plans may no longer hold)."""
         timeline = meta.timeline()
-        for pending in timeline.pending(tuple(ACTIONS.values())):
-            kind = next(k for k, a in ACTIONS.items() if a == pending.action)
+        actions = service_actions(meta.layout)
+        for pending in timeline.pending(tuple(actions.values())):
+            kind = next(k for k, a in actions.items() if a == pending.action)
             requested = timeline.instant_path(meta.base_path, Instant(pending.timestamp, pending.action, State.REQUESTED))
             try:
                 content = meta.io.read_bytes(requested)
@@ -472,8 +473,8 @@ def _view(meta: TableMeta) -> FileSystemView:
 
 def _service_meta(meta: TableMeta, kind: str) -> TableMeta:
     """``meta``, once ``kind`` is checked to be a table service the table can have."""
-    if kind not in ACTIONS:
-        raise InvalidArgumentError(f"a table service is one of {sorted(ACTIONS)}, not {kind!r}")
+    if kind not in SERVICES:
+        raise InvalidArgumentError(f"a table service is one of {sorted(SERVICES)}, not {kind!r}")
     if kind == "compaction" and not meta.is_merge_on_read:
         raise InvalidArgumentError(f"table {meta.config.name} is copy-on-write: it has no log files to compact")
     return meta

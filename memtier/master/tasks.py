@@ -15,11 +15,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from memtier.compaction import SERVICE_ACTIONS
+__all__ = ["Leases", "Task", "TaskQueue", "priority"]
 
-__all__ = ["ACTIONS", "Leases", "Task", "TaskQueue", "priority"]
-
-ACTIONS = SERVICE_ACTIONS
 _PRIORITY = {"compaction": 1, "clustering": 2, "clean": 3}
 URGENT = 0
 QUEUED, RUNNING, COMPLETED, FAILED = "queued", "running", "completed", "failed"

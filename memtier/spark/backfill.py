@@ -26,6 +26,7 @@ from memtier.hudi.filegroup import plan_pending_log_write, write_file_group
 from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.routing import route
 from memtier.hudi.tablemeta import TableMeta
+from memtier.hudi.timeline import REPLACING_ACTIONS
 from memtier.hudi.writer import (
     OPERATIONS,
     commit_metadata,
@@ -94,7 +95,7 @@ class Backfill(DataSourceArrowWriter):
         master = client_for(self.options).master
         master.commit_inflight(self.options.table, self.instant, content, file_groups=groups)
         master.complete_commit(self.options.table, self.instant, content, file_groups=groups,
-                               check_conflicts=["replacecommit"])
+                               check_conflicts=list(REPLACING_ACTIONS))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Roll the instant back, naming the files finished tasks wrote so that the

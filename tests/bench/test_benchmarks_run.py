@@ -18,6 +18,7 @@ pytestmark = pytest.mark.slow
 
 RUNS = {
     "hudi_write": ["-m", "bench.hudi_write", "--rows", "20000", "--repeat", "1"],
+    "adopt": ["-m", "bench.adopt", "--rows", "20000", "--repeat", "1"],
     "hudi_read": ["-m", "bench.hudi_read", "--rows", "20000", "--repeat", "1"],
     "avro_codec": ["bench/avro_codec.py", "--rows", "20000", "--repeat", "1", "--fastavro-rows", "500"],
     "wal": ["-m", "bench.wal", "--seconds", "0.1", "--rounds", "1"],

@@ -35,12 +35,14 @@ class InProcessHarness:
         self.cluster.restart_server(f"ts-{index}")
 
 
-def _run(seed: int, steps: int, config: TableServerConfig, *, deletes: bool = False, keyless: bool = False) -> None:
+def _run(seed: int, steps: int, config: TableServerConfig, *, deletes: bool = False, keyless: bool = False,
+         table_version: int = 6) -> None:
     root = tempfile.mkdtemp(prefix="memtier-scenario-")
     harness = InProcessHarness(root, config)
     try:
         ops = random_ops(random.Random(seed), steps, SERVERS, deletes=deletes)
-        run_scenario(harness, "scenario", join(root, "tables", "scenario"), ops, keyless=keyless)
+        run_scenario(harness, "scenario", join(root, "tables", "scenario"), ops, keyless=keyless,
+                     table_version=table_version)
     finally:
         harness.cluster.close()
         shutil.rmtree(root, ignore_errors=True)
@@ -58,6 +60,14 @@ def test_random_scenarios_with_deletes(seed: int, steps: int) -> None:
     """Deletes (keys only, with ordering values, flagged rows of a write, in
     transactions) mixed into the same interleavings."""
     _run(seed, steps, TableServerConfig(), deletes=True)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31), steps=st.integers(5, 30))
+def test_random_scenarios_with_deletes_on_table_version_9(seed: int, steps: int) -> None:
+    """The same on a table of Hudi table version 9 (timeline layout 2: completion times,
+    log files named by their deltacommit, Avro commit metadata), hudi-rs reading it."""
+    _run(seed, steps, TableServerConfig(), deletes=True, table_version=9)
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])

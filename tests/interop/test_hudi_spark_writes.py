@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pytest
 
-from memtier.errors import UnsupportedTableError
 from memtier.hudi import HudiTable
+from memtier.hudi.mdt import has_metadata_table
 from tests.interop.test_hudi_rs_reads_ours import make_row, to_arrow
 from tests.interop.test_hudi_spark_reads_ours import data, expected
 from tests.support.hudi_spark import KEEP_LOGS, HudiSpark, HudiSparkError, writer_options
@@ -131,18 +131,17 @@ def test_the_tier_writes_into_a_bucket_index_table_hudi_created(
 ) -> None:
     """A merge-on-read bucket-index table of version 6: told its bucket count (Hudi keeps
     it in writer configs only), served by the tier, written and flushed there; Hudi reads
-    what the tier wrote. Refused: a table with Hudi's metadata table (Hudi's readers list
-    files from it, and memtier's commits are not in it) and one of version 8."""
+    what the tier wrote. Hudi's metadata table, where the table has one, is dropped as Hudi
+    drops it when disabled (Hudi's readers list files from it, and memtier's commits are
+    not in it): Hudi's reader (metadata table on, its default) lists the files and sees the
+    tier's rows, and Hudi's next write (metadata table on) builds it anew with them."""
     layout = spark_written.layout
     table = HudiTable.open(spark_written.path)
     if layout.buckets is None or layout.copy_on_write:
         pytest.skip("the tier writes merge-on-read bucket-index tables")
-    if layout.metadata or layout.version != 6:
-        refusal = "has Hudi's metadata table" if layout.metadata else "writes only version 6"
-        with pytest.raises(UnsupportedTableError, match=refusal):
-            table.set_bucket_index(layout.buckets)
-        return
+    assert has_metadata_table(table.meta) == layout.metadata
     table.set_bucket_index(layout.buckets)
+    assert not has_metadata_table(table.meta)
     cluster = InProcessCluster(str(tmp_path / "cluster"))
     try:
         cluster.add_server("ts-0")
@@ -162,6 +161,14 @@ def test_the_tier_writes_into_a_bucket_index_table_hudi_created(
         assert data(HudiTable.open(spark_written.path).read()) == want
     finally:
         cluster.close()
+    if layout.metadata:  # Hudi writes again, its metadata table on: built from a listing
+        again = [make_row(rng, k, 9) for k in rng.sample(range(KEYS), 5) if k not in spark_written.deleted]
+        name = spark_written.path.rsplit("/", 1)[-1].replace("-", "_")
+        hudi_spark.write(spark_written.path, to_arrow(again), options(layout, name))
+        model.upsert(len(spark_written.instants) + 3, again)
+        assert has_metadata_table(HudiTable.open(spark_written.path).meta)
+        assert data(hudi_spark.read(spark_written.path)) == expected(model)
+        assert data(HudiTable.open(spark_written.path).read()) == expected(model)
 
 
 

@@ -1,9 +1,10 @@
 """Apache Hudi on Spark, for real: Hudi's Spark bundle in a SparkSession of its own process.
 
-``scripts/jvm/hudi_spark_setup.sh`` makes the PySpark 3.5 venv and fetches the bundle (a
-no-op once done); :class:`HudiSpark` starts ``scripts/jvm/hudi_spark_worker.py`` there and
-talks to it, passing rows as Parquet files. Tests take the module-scoped ``hudi_spark``
-fixture: one SparkSession per test module, stopped at its end.
+``scripts/jvm/hudi_spark_setup.sh`` makes the PySpark 3.5 venv and fetches the bundle of a
+Hudi version (a no-op once done; bundles of several versions sit side by side);
+:class:`HudiSpark` starts ``scripts/jvm/hudi_spark_worker.py`` there and talks to it,
+passing rows as Parquet files. Tests take the module-scoped ``hudi_spark`` fixture (Hudi
+1.0.2: one SparkSession per test module, stopped at its end) or ``HudiSpark(version=...)``.
 """
 
 from __future__ import annotations
@@ -24,15 +25,22 @@ ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "scripts" / "jvm" / "hudi_spark_setup.sh"
 WORKER = ROOT / "scripts" / "jvm" / "hudi_spark_worker.py"
 READ_MODES = ("snapshot", "read_optimized", "incremental")
+#: The Hudi releases the tests run (Maven Central serves their Spark 3.5 bundles), and the
+#: table version each writes by default.
+HUDI_VERSIONS = {"1.0.2": 8, "1.1.1": 9, "1.2.0": 9}
+DEFAULT_VERSION = "1.0.2"
 #: Writer options that keep Hudi's log files: no compaction inline or scheduled (a Spark
 #: datasource write to a merge-on-read table compacts inline every 5 deltacommits).
 KEEP_LOGS = {"hoodie.compact.inline": "false", "hoodie.compact.schedule.inline": "false",
              "hoodie.datasource.compaction.async.enable": "false"}
 
 
-def setup() -> dict[str, str]:
-    """Run the setup script (idempotent); the venv python, bundle jar and versions."""
-    run = subprocess.run(["bash", str(SETUP)], check=True, stdout=subprocess.PIPE, text=True)
+def setup(version: str = DEFAULT_VERSION) -> dict[str, str]:
+    """Run the setup script for Hudi ``version`` (idempotent); the venv python, bundle jar
+    and versions."""
+    if version not in HUDI_VERSIONS:
+        raise ValueError(f"Hudi version {version!r} is not one the tests run: {sorted(HUDI_VERSIONS)}")
+    run = subprocess.run(["bash", str(SETUP), version], check=True, stdout=subprocess.PIPE, text=True)
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
@@ -51,7 +59,7 @@ def writer_options(
 ) -> dict[str, str]:
     """Hudi Spark datasource write options for a table laid out as memtier lays its own:
     hive-style partitions, the bucket index when ``buckets`` is given (else Hudi's default
-    index), ``table_version`` 6 or 8 (default: the bundle's own, 8)."""
+    index), ``table_version`` 6, 8 or 9 (default: the bundle's own, :data:`HUDI_VERSIONS`)."""
     keys = [record_key] if isinstance(record_key, str) else list(record_key)
     partitions = [partition_fields] if isinstance(partition_fields, str) else list(partition_fields)
     options = {
@@ -100,11 +108,12 @@ class HudiSparkError(RuntimeError):
 
 
 class HudiSpark:
-    """One Spark worker process with Hudi's bundle (and the Spark settings ``conf``);
-    ``close`` stops it."""
+    """One Spark worker process with the bundle of Hudi ``version`` (and the Spark settings
+    ``conf``); ``close`` stops it."""
 
-    def __init__(self, workdir: str | Path | None = None, conf: Mapping[str, str] | None = None) -> None:
-        env = setup()
+    def __init__(self, workdir: str | Path | None = None, conf: Mapping[str, str] | None = None,
+                 version: str = DEFAULT_VERSION) -> None:
+        env = setup(version)
         self.versions = {"hudi": env["hudi"], "spark": env["spark"]}
         self._tmp = tempfile.TemporaryDirectory(prefix="memtier-hudi-spark-", dir=workdir)
         self.workdir = Path(self._tmp.name)

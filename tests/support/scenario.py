@@ -164,15 +164,16 @@ def check_filtered_reads(client: Client, table: str, model: TierModel, rng: rand
 
 def run_scenario(
     harness: Harness, table: str, path: str, ops: list[tuple[Any, ...]], *, keyless: bool = False,
-    read_files: Callable[[str], pa.Table] = hudi_rs_read,
+    read_files: Callable[[str], pa.Table] = hudi_rs_read, table_version: int = 6,
 ) -> TierModel:
     """Apply ``ops``, checking read(latest) and read(committed) after each; at the end
     resolve every transaction, flush, and check memtier and another Hudi reader
     (``read_files``: hudi-rs by default) on the Hudi table. ``keyless``: the table is
-    append-only (no record key), every acknowledged row stays."""
+    append-only (no record key), every acknowledged row stays. ``table_version``: the
+    Hudi table version created (6, 8 or 9)."""
     client = harness.client
     client.create_table(table, SCHEMA, record_key=None if keyless else "id", ordering_field="ts",
-                        partition_fields="p", buckets=4, path=path)
+                        partition_fields="p", buckets=4, path=path, table_version=table_version)
     model = TierModel(keyless=keyless)
     floor: dict[int, int] = {}  # keys deleted in commit order: the least ordering value they may take
     open_txns: list[Any] = []

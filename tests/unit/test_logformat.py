@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import io
 import json
@@ -18,6 +19,7 @@ from memtier.errors import (
     InvalidArgumentError,
     SchemaMismatchError,
     UnknownFormatVersionError,
+    UnsupportedTableError,
 )
 from memtier.hudi.avro import arrow_to_avro_schema, avro_long, with_meta_fields
 from memtier.hudi.logformat import (
@@ -300,6 +302,14 @@ def test_unknown_content_version_is_refused() -> None:
     (block,) = _blocks(bytes(data), "y.log")
     with pytest.raises(UnknownFormatVersionError, match="y.log.*content version 9"):
         read_data_block(block)
+
+
+def test_partial_update_blocks_are_refused() -> None:
+    records, schema = _records(2)
+    (block,) = _blocks(avro_data_block(records, schema, INSTANT).to_pybytes())
+    partial = dataclasses.replace(block, header={**block.header, HeaderKey.IS_PARTIAL: "true"})
+    with pytest.raises(UnsupportedTableError, match="partial-update block"):
+        read_data_block(partial)
 
 
 def test_schema_header_is_compact_json() -> None:

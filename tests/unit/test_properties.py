@@ -186,8 +186,8 @@ def test_sample_specific_values(tmp_path: Path) -> None:
     assert v8_unpartitioned.key_generator_class == "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
 
 
-@pytest.mark.parametrize("sample", [s for s in SAMPLES if s.version == 6], ids=lambda s: s.id)
-def test_v6_samples_rewrite_every_key_they_had(sample: Sample, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: s.id)
+def test_samples_rewrite_every_key_they_had(sample: Sample, tmp_path: Path) -> None:
     table = unpack(sample, tmp_path)
     config = load_table_config(open_fileio(str(table)), str(table))
     props = config.to_properties()
@@ -195,24 +195,16 @@ def test_v6_samples_rewrite_every_key_they_had(sample: Sample, tmp_path: Path) -
     assert TableConfig.from_properties(parse_properties(format_properties(props)), "x") == config
 
 
-def test_v8_config_is_not_written(tmp_path: Path) -> None:
-    sample = next(s for s in SAMPLES if s.version == 8)
-    table = unpack(sample, tmp_path)
-    config = load_table_config(open_fileio(str(table)), str(table))
-    with pytest.raises(UnsupportedTableError, match="writes only version 6"):
-        config.to_properties()
-
-
 # --- validation ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [5, 7, 9])
+@pytest.mark.parametrize("version", [5, 7, 10])
 def test_other_table_versions_are_refused(version: int) -> None:
     props = {**V6, "hoodie.table.version": str(version)}
     with pytest.raises(UnsupportedTableError) as raised:
         TableConfig.from_properties(props, "/data/t")
     assert str(raised.value) == (
-        f"table version {version} at /data/t is not supported (memtier reads 6 and 8, writes 6)"
+        f"table version {version} at /data/t is not supported (memtier reads and writes 6, 8 and 9)"
     )
 
 
@@ -229,6 +221,10 @@ def test_other_table_versions_are_refused(version: int) -> None:
         ({"hoodie.table.precombine.field": "a,b"}, UnsupportedTableError, "several fields"),
         ({"hoodie.memtier.log.block.format": "orc"}, UnsupportedTableError, "log.block.format"),
         ({"hoodie.table.checksum": "1"}, CorruptFileError, "CRC32"),
+        ({"hoodie.table.base.file.format": "LANCE"}, UnsupportedTableError, "LANCE base files"),
+        ({"hoodie.table.multiple.base.file.formats.enable": "true"}, UnsupportedTableError,
+         "multiple.base.file.formats.enable=true"),
+        ({"hoodie.record.merge.mode": "CUSTOM"}, UnsupportedTableError, "not with a custom merger"),
     ],
 )
 def test_bad_properties_are_refused_naming_key_and_path(
@@ -253,6 +249,12 @@ def test_defaults_follow_java() -> None:
 def test_v9_ordering_fields_key_is_read() -> None:
     props = {**V6, "hoodie.table.ordering.fields": "ts", "hoodie.table.precombine.field": "old"}
     assert TableConfig.from_properties(props, "p").ordering_field == "ts"
+
+
+@pytest.mark.parametrize("mode", ["EVENT_TIME_ORDERING", "commit_time_ordering", None])
+def test_merge_mode_is_read(mode: str | None) -> None:
+    props = {**V6, **({"hoodie.record.merge.mode": mode} if mode else {})}
+    assert TableConfig.from_properties(props, "p").merge_mode == (mode.upper() if mode else None)
 
 
 def test_custom_keygen_partition_types_are_stripped_but_kept_on_rewrite() -> None:
@@ -293,6 +295,38 @@ def test_new_config_has_the_keys_readers_need() -> None:
         "hoodie.bucket.index.hash.field": "uuid",
         "hoodie.memtier.log.block.format": "avro",
     }
+
+
+def test_new_config_of_versions_8_and_9_names_keys_as_hudi_1x_does() -> None:
+    """Hudi 1.0 (version 8) and 1.1+ (version 9) key names: the key generator's type,
+    the merge mode, the timeline's folders; version 9 names the ordering field
+    ``ordering.fields`` and archives into the timeline's history."""
+    v6 = _config().to_properties()
+    v8 = _config(version=8).to_properties()
+    v9 = _config(version=9).to_properties()
+    common = {k: v for k, v in v6.items() if k not in (
+        "hoodie.table.version", "hoodie.timeline.layout.version", "hoodie.table.keygenerator.class",
+        "hoodie.compaction.record.merger.strategy", "hoodie.table.precombine.field", "hoodie.archivelog.folder",
+        "hoodie.compaction.payload.class")}
+    layout2 = {"hoodie.timeline.layout.version": "2", "hoodie.table.keygenerator.type": "SIMPLE",
+               "hoodie.record.merge.mode": "EVENT_TIME_ORDERING", "hoodie.timeline.path": "timeline",
+               "hoodie.timeline.history.path": "history"}
+    assert v8 == {**common, **layout2, "hoodie.table.version": "8", "hoodie.table.initial.version": "8",
+                  "hoodie.table.precombine.field": "ts", "hoodie.archivelog.folder": "archived",
+                  "hoodie.record.merge.strategy.id": "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5",
+                  "hoodie.compaction.payload.class": "org.apache.hudi.common.model.DefaultHoodieRecordPayload"}
+    assert v9 == {**common, **layout2, "hoodie.table.version": "9", "hoodie.table.initial.version": "9",
+                  "hoodie.table.ordering.fields": "ts", "hoodie.archivelog.folder": "history",
+                  "hoodie.table.format": "native"}
+    for props in (v8, v9):
+        assert TableConfig.from_properties(props, "x").ordering_field == "ts"
+        assert TableConfig.from_properties(props, "x").key_generator_class == "org.apache.hudi.keygen.SimpleKeyGenerator"
+
+
+@pytest.mark.parametrize("version", [5, 7, 10, "9", True])
+def test_new_config_refuses_other_versions(version: object) -> None:
+    with pytest.raises(InvalidArgumentError, match="table_version must be one of"):
+        _config(version=version)
 
 
 @pytest.mark.parametrize(

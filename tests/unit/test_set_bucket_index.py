@@ -63,9 +63,16 @@ def test_a_count_the_files_do_not_fit_is_refused_and_nothing_changes(tmp_path) -
         table.set_bucket_index(8)
 
 
-def test_a_table_with_hudis_metadata_table_is_refused(tmp_path) -> None:
-    """Hudi's readers list files from its metadata table, which memtier does not update."""
+def test_hudis_metadata_table_is_dropped_as_hudi_drops_it(tmp_path) -> None:
+    """Hudi's readers list files from its metadata table, which memtier does not update:
+    taking the table over empties its partitions, as a Hudi writer with it disabled does."""
     table = _without_bucket_index(str(tmp_path / "t"), buckets=4, **{"hoodie.table.metadata.partitions": "files"})
-    with pytest.raises(UnsupportedTableError, match="has Hudi's metadata table"):
-        table.set_bucket_index(4)
-    assert HudiTable.open(table.path).config.buckets is None
+    table.set_bucket_index(4)
+    config = HudiTable.open(table.path).config
+    assert config.buckets == 4 and config.raw["hoodie.table.metadata.partitions"] == ""
+
+
+def test_convert_records_a_count_the_files_do_not_fit_yet(tmp_path) -> None:
+    table = _without_bucket_index(str(tmp_path / "t"), buckets=4)
+    table.set_bucket_index(2, convert=True)
+    assert HudiTable.open(table.path).config.buckets == 2

@@ -328,6 +328,34 @@ def test_writer_refuses_taken_instants_and_wrong_states(fileio: FileIO, any_root
         writer.request(T2, "Delta.Commit")
 
 
+def test_layout_2_writer_names_completed_instants_by_completion_time(fileio: FileIO, any_root: str) -> None:
+    """Versions 8 and 9: every file under ``.hoodie/timeline``; a completed instant named
+    ``<t>_<completion>.<action>``, its completion time after its instant and after every
+    completion before it; an instant completes once; a rollback completes the same way."""
+    writer = TimelineWriter(fileio, any_root, 2)
+    first = writer.complete(writer.inflight(writer.request(T1, "deltacommit"), b"{}"), b"done")
+    second = writer.complete(writer.inflight(writer.request(T2, "compaction", b"plan")), b"")
+    assert (first.action, second.action) == ("deltacommit", "commit")
+    assert T1 < first.completion_time < second.completion_time and T2 < second.completion_time
+    with pytest.raises(AlreadyExistsError):
+        writer.complete(Instant(T1, "deltacommit", State.INFLIGHT), b"again")
+    with pytest.raises(InvalidArgumentError, match="has completed"):
+        writer.remove_pending(Instant(T1, "deltacommit", State.INFLIGHT))
+    target = writer.inflight(writer.request(T3, "deltacommit"))
+    rollback = writer.rollback(target, {}, "20250101000000900")
+    names = sorted(f.name for f in fileio.list_dir(timeline_dir(any_root, 2)) if not f.is_dir)
+    assert names == sorted([
+        f"{T1}_{first.completion_time}.deltacommit", f"{T1}.deltacommit.inflight", f"{T1}.deltacommit.requested",
+        f"{T2}_{second.completion_time}.commit", f"{T2}.compaction.inflight", f"{T2}.compaction.requested",
+        f"20250101000000900_{rollback.completion_time}.rollback", "20250101000000900.rollback.inflight",
+        "20250101000000900.rollback.requested",
+    ])
+    timeline = Timeline.load(fileio, any_root, 2)
+    assert [(i.timestamp, i.completion_time) for i in timeline.completed(None)] == [
+        (T1, first.completion_time), (T2, second.completion_time), ("20250101000000900", rollback.completion_time)]
+    assert fileio.read_bytes(timeline.instant_path(any_root, first)) == b"done"
+
+
 def test_remove_pending(fileio: FileIO, any_root: str) -> None:
     writer = TimelineWriter(fileio, any_root)
     pending = writer.inflight(writer.request(T1, "commit"))
