@@ -16,10 +16,12 @@ from __future__ import annotations
 from memtier.errors import UnsupportedTableError
 from memtier.hudi.filenames import bucket_or_none
 from memtier.hudi.fsview import FileSystemView
+from memtier.hudi.properties import TIMELINE_HISTORY_PATH
 from memtier.hudi.tablemeta import TableMeta
+from memtier.hudi.timeline import timeline_dir
 from memtier.io import join
 
-__all__ = ["check_adoptable", "fits_buckets"]
+__all__ = ["check_adoptable", "drop_empty_history", "fits_buckets"]
 
 #: Pending instants memtier rolls back itself when it takes a table (a writer that died).
 _ROLLED_BACK = ("commit", "deltacommit")
@@ -61,4 +63,22 @@ def fits_buckets(view: FileSystemView, buckets: int) -> bool:
         if bucket is None or bucket >= buckets or (partition, bucket) in seen:
             return False
         seen.add((partition, bucket))
+    return True
+
+
+def drop_empty_history(meta: TableMeta) -> bool:
+    """Remove the empty timeline history folder (``.hoodie/timeline/history``) Hudi 1.x
+    creates with a table and fills only when it archives; whether there was one.
+
+    Trino 476's Hudi connector fails on an adopted table that has it ("Could not load
+    archived commit timeline from path .../history": it reads an empty history as a
+    broken one), and reads the table once it is gone. Hudi reads a missing folder as an
+    empty history (memtier's own tables of version 8 and 9 have none; Hudi 1.x reads and
+    writes them) and creates it again when it first archives."""
+    if meta.layout != 2:
+        return False
+    folder = join(timeline_dir(meta.base_path, 2), meta.config.raw.get(TIMELINE_HISTORY_PATH) or "history")
+    if not meta.io.exists(folder) or meta.io.list_dir(folder):
+        return False
+    meta.io.delete_dir(folder)
     return True
