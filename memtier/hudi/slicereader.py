@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from memtier.hudi.avro import avro_to_arrow_schema
 from memtier.hudi.cache import SliceCache
+from memtier.hudi.evolution import project_array
 from memtier.hudi.fsview import FileSlice
 from memtier.hudi.keyread import KeyFilter, LogKeys, read_key_rows
 from memtier.hudi.keys import record_keys
@@ -36,13 +37,14 @@ log = logging.getLogger(__name__)
 
 
 def conform_columns(table: pa.Table, schema: pa.Schema, columns: Sequence[str]) -> pa.Table:
-    """``table`` reduced to ``columns`` with ``schema``'s types; absent columns become null."""
+    """``table`` reduced to ``columns`` with ``schema``'s types (read up to them: rows
+    written under an older schema of the table); absent columns become null."""
     arrays = []
     for name in columns:
         target = schema.field(name).type
         if name in table.column_names:
             column = table.column(name)
-            arrays.append(column if column.type == target else column.cast(target))
+            arrays.append(project_array(column, target))
         else:
             arrays.append(pa.nulls(table.num_rows, target))
     return pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(n) for n in columns]))
