@@ -26,7 +26,7 @@ groups); the ordering column may be widened among numbers only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -273,9 +273,14 @@ def _merge_type(current: pa.DataType, incoming: pa.DataType) -> pa.DataType:
     return incoming if widening_problem(current, incoming) is None else current
 
 
-def _merge_fields(current: Sequence[pa.Field], incoming: Sequence[pa.Field]) -> list[pa.Field]:
+def _merge_fields(
+    current: Sequence[pa.Field], incoming: Sequence[pa.Field], fixed: Collection[str] = ()
+) -> list[pa.Field]:
+    """``current`` fields merged with ``incoming`` ones (those named ``fixed`` keep their
+    types: the write's own cast decides), then the fields ``incoming`` adds."""
     given = {f.name: f for f in incoming}
-    kept = [f.with_type(_merge_type(f.type, given[f.name].type)) if f.name in given else f for f in current]
+    kept = [f.with_type(_merge_type(f.type, given[f.name].type)) if f.name in given and f.name not in fixed else f
+            for f in current]
     names = {f.name for f in current} | set(_RESERVED)  # Hudi's columns are not data to add
     added = [pa.field(f.name, f.type.value_type if pat.is_dictionary(f.type) else f.type)
              for f in incoming if f.name not in names]
@@ -285,9 +290,12 @@ def _merge_fields(current: Sequence[pa.Field], incoming: Sequence[pa.Field]) -> 
 def merge(current: pa.Schema, incoming: pa.Schema, roles: Roles = Roles()) -> tuple[pa.Schema, list[Change]]:
     """What a table of schema ``current`` becomes to take a batch of schema ``incoming``:
     its new columns (nested ones too) added, nullable, at the end; its wider types taken;
-    columns it lacks or has narrower kept as they are. The schema and its changes (none:
-    the batch fits), or :class:`SchemaEvolutionError` when the table may not take them."""
-    merged = pa.schema(_merge_fields(list(current), list(incoming)), metadata=current.metadata)
+    columns it lacks or has narrower kept as they are, and record-key and partition
+    columns too (their values are cast, or refused, as the batch is written). The schema
+    and its changes (none: the batch fits), or :class:`SchemaEvolutionError` when the
+    table may not take them."""
+    fixed = {*roles.record_key, *roles.partition}
+    merged = pa.schema(_merge_fields(list(current), list(incoming), fixed), metadata=current.metadata)
     untyped = [f.name for f in merged if pat.is_null(f.type)]
     if untyped:
         raise SchemaEvolutionError(

@@ -37,7 +37,9 @@ __all__ = [
 ]
 
 FORMAT = "memtier-master-state"
-VERSION = 2  # 2: table servers' lives and fenced lives (version 1 is read: it has neither)
+#: 2: table servers' lives and fenced lives; 3: table options (versions 1 and 2 are read:
+#: they have neither, or no options)
+VERSION = 3
 #: How many fenced lives the state remembers (a server waking after more fences than
 #: this is still stopped by the WAL fence itself, at its first write).
 KEEP_FENCED = 1024
@@ -60,6 +62,7 @@ class TableEntry:
     storage_options: Mapping[str, str] = field(default_factory=dict)
     created_ms: int = 0
     services: Mapping[str, str] = field(default_factory=dict)  # the table's ``services.*`` settings
+    options: Mapping[str, str] = field(default_factory=dict)  # the table's options (``schema.evolution``)
 
 
 @dataclass(frozen=True)
@@ -200,9 +203,9 @@ class MasterState:
             raise CorruptFileError(path, 0, f"not JSON: {e}") from e
         if not isinstance(body, dict) or body.get("format") != FORMAT:
             raise CorruptFileError(path, 0, f"not a {FORMAT} file")
-        if body.get("version") not in (1, VERSION):
+        if body.get("version") not in (1, 2, VERSION):
             raise UnknownFormatVersionError(
-                f"{path}: master state version {body.get('version')!r}; this build reads 1 and {VERSION}"
+                f"{path}: master state version {body.get('version')!r}; this build reads 1 to {VERSION}"
             )
         try:
             tables = {t["name"]: TableEntry(**t) for t in body["tables"]}

@@ -330,7 +330,7 @@ def test_backfill_and_a_flush_into_the_same_file_groups_both_commit(cluster: Rpc
     client.write(table, rows(range(0, 40), 1))
     client.flush(table)
     options = SourceOptions.parse({"table": table, "address": cluster.address}, BACKFILL, "batch write")
-    backfill = Backfill(options, SCHEMA.names)
+    backfill = Backfill(options, SCHEMA)
     message = backfill.write(iter(rows(range(0, 40), 7).to_batches()))
     client.write(table, rows(range(20, 60), 2))
     client.flush(table)  # a streaming flush into the same file groups
@@ -389,7 +389,7 @@ def test_change_feed_waits_for_a_pending_backfill_then_has_its_rows(
     client.write(table, first)
     client.flush(table)
     backfill = Backfill(SourceOptions.parse({"table": table, "address": cluster.address}, BACKFILL, "batch write"),
-                        SCHEMA.names)
+                        SCHEMA)
     message = backfill.write(iter(rows(range(100, 120), 1).to_batches()))
     later = rows(range(20, 40), 1)
     client.write(table, later)
