@@ -256,8 +256,9 @@ def evolve(
 
 def _merge_type(current: pa.DataType, incoming: pa.DataType) -> pa.DataType:
     """The type a column of type ``current`` takes to hold ``incoming`` values: the wider
-    of the two when one widens the other (fields a struct gains added), else ``current``
-    (the write's own cast then decides)."""
+    number when ``incoming`` widens it (fields a struct gains added), else ``current``
+    (the write's own cast then decides: a batch of strings is not taken to turn a number
+    column into a string one; :func:`evolve` does that when asked)."""
     if current == incoming:
         return current
     if pat.is_dictionary(incoming):
@@ -270,7 +271,9 @@ def _merge_type(current: pa.DataType, incoming: pa.DataType) -> pa.DataType:
     if pat.is_map(current) and pat.is_map(incoming) and current.key_type == incoming.key_type:
         item = current.item_field
         return pa.map_(current.key_field, item.with_type(_merge_type(item.type, incoming.item_type)))
-    return incoming if widening_problem(current, incoming) is None else current
+    if _is_number(current) and _is_number(incoming) and widening_problem(current, incoming) is None:
+        return incoming
+    return current
 
 
 def _merge_fields(
@@ -289,7 +292,8 @@ def _merge_fields(
 
 def merge(current: pa.Schema, incoming: pa.Schema, roles: Roles = Roles()) -> tuple[pa.Schema, list[Change]]:
     """What a table of schema ``current`` becomes to take a batch of schema ``incoming``:
-    its new columns (nested ones too) added, nullable, at the end; its wider types taken;
+    its new columns (nested ones too) added, nullable, at the end; its wider number types
+    taken;
     columns it lacks or has narrower kept as they are, and record-key and partition
     columns too (their values are cast, or refused, as the batch is written). The schema
     and its changes (none: the batch fits), or :class:`SchemaEvolutionError` when the
