@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
+from memtier.cli import main
 from memtier.client import Client
 from memtier.compaction.worker import ServiceWorker
 from memtier.errors import SchemaEvolutionError, SchemaMismatchError
@@ -158,3 +159,25 @@ def test_a_restarted_server_recovers_blocks_of_both_schemas(tmp_path) -> None:
     assert read(client) == expected(before, after)
     client.flush("t")
     assert read(client) == expected(before, after)
+
+
+def test_memtier_alter(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = RpcCluster(str(tmp_path / "cluster"))
+    cluster.add_server("a")
+    try:
+        client = cluster.client()
+        client.create_table("t", SCHEMA, record_key="id", ordering_field="ts", partition_fields="city", buckets=2)
+        address = ["--address", cluster.address]
+        assert main(["alter", "t", "--add", "note:string", "--add", "st.y:string", "--widen", "n:bigint",
+                     "--option", "schema.evolution=off", *address]) == 0
+        out = capsys.readouterr().out
+        assert "t: now schema version 1, schema.evolution=off" in out and "note  string" in out
+        assert pa.ipc.read_schema(pa.py_buffer(client.describe("t")["schema"])) == EVOLVED
+        assert main(["alter", "t", "--widen", "n:int", *address]) == 1
+        assert "column 'n': int64 to int32 narrows it" in capsys.readouterr().err
+        assert main(["alter", "t", "--add", "x:nosuchtype", *address]) == 2
+        assert "NAME:TYPE" in capsys.readouterr().err
+        assert main(["alter", "t", *address]) == 2
+        assert "nothing to change" in capsys.readouterr().err
+    finally:
+        cluster.close()
