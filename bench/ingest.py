@@ -178,7 +178,7 @@ class Memtier:
         self.clients = [cluster.client() for _ in range(threads)]
         self.server_pid = cluster.pids()["ts-0"]
         location = self.clients[0].status()["servers"]["ts-0"]["location"]
-        self.server = TableServerProxy(location, token=cluster.token)
+        self.server = TableServerProxy(location, token=cluster.token, tls_ca=cluster.tls_ca)
         self._tables = itertools.count()
 
     @contextmanager

@@ -1,12 +1,13 @@
 """The ``memtier`` command.
 
     memtier start  [--path DIR] [--table-servers N] [--config KEY=VALUE ...]
-    memtier status [--address grpc://HOST:PORT] [--token T] [--json]
+    memtier status [--address grpc[+tls]://HOST:PORT] [--token T] [--tls-ca PEM] [--json]
     memtier compact|cluster|clean TABLE [--address ...] [--token T] [--no-wait]
     memtier alter  TABLE [--add NAME:TYPE ...] [--widen NAME:TYPE ...] [--option KEY=VALUE ...] [--address ...]
     memtier sync-catalog [TABLE ...] [--metastore DIR|thrift://HOST:PORT] [--database DB] [--address ...] [--token T]
     memtier sync-catalog --path HUDI_TABLE [--name NAME] --metastore DIR|thrift://HOST:PORT [--database DB]
     memtier demo   [--spark] [--path DIR] [--seconds S] [--rows-per-batch N]
+    memtier tls-init DIR [--host NAME|IP ...] [--days N]
 
 Exit codes: 0 success; 1 the command ran and failed; 2 it could not run as asked (a
 usage error, a bad setting, nothing answering at the address); 130 interrupted.
@@ -29,7 +30,7 @@ import pyarrow as pa
 
 from memtier.cli_format import Console, request_line, status_report
 from memtier.config import ClusterConfig, check, load
-from memtier.errors import InvalidArgumentError, MemtierError, RpcError
+from memtier.errors import InvalidArgumentError, MemtierError, RpcError, TlsError
 
 if TYPE_CHECKING:
     from memtier.master.service import MasterProxy
@@ -155,12 +156,27 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--rows-per-batch", type=_positive(int), metavar="N",
                       help="rows per write (default: 1000); with --spark, per micro-batch (default: 100000)")
     demo.set_defaults(run=_demo)
+
+    tls = commands.add_parser(
+        "tls-init", help="make a CA and a server certificate for TLS (a test or a quick start)",
+        description="Write DIR/ca.pem, DIR/server.pem and DIR/server.key (0600): a new CA and a certificate "
+                    "it signed for this machine (localhost, its loopback addresses, host name and address) "
+                    "and every --host, then print the cluster.tls.* settings that use them.")
+    tls.add_argument("directory", metavar="DIR", help="where to write them (existing files are not overwritten)")
+    tls.add_argument("--host", action="extend", nargs="+", default=[], metavar="NAME|IP",
+                     help="another name or address clients reach a master or table server by")
+    tls.add_argument("--days", type=_positive(int), default=365, metavar="N",
+                     help="how long the certificates are valid (default: %(default)s)")
+    tls.set_defaults(run=_tls_init)
     return parser
 
 
 def _add_address(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--address", help="the master, grpc://HOST:PORT (default: $MEMTIER_CLUSTER_ADDRESS)")
+    command.add_argument("--address", help="the master, grpc://HOST:PORT or grpc+tls://HOST:PORT "
+                                           "(default: $MEMTIER_CLUSTER_ADDRESS)")
     command.add_argument("--token", help="the cluster token, if it has one (default: $MEMTIER_CLUSTER_TOKEN)")
+    command.add_argument("--tls-ca", metavar="PEM", help="the CA a grpc+tls:// cluster's certificates are "
+                                                         "checked against (default: $MEMTIER_CLUSTER_TLS_CA)")
     command.add_argument("--timeout", type=_positive(float), default=10.0, metavar="SECONDS",
                          help="give up on an unanswered call after this long (default: %(default)s)")
 
@@ -180,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"\nmemtier {args.command}: interrupted", file=sys.stderr)
         return 130
-    except InvalidArgumentError as e:
+    except (InvalidArgumentError, TlsError) as e:
         print(f"memtier {args.command}: error: {e}", file=sys.stderr)
         return 2
     except MemtierError as e:
@@ -199,15 +215,18 @@ def _start(args: argparse.Namespace) -> int:
     try:
         tables = cluster.client().list_tables()
         token = ", token=..." if cluster.token else ""
+        ca = f', tls_ca="{cluster.tls_ca}"' if cluster.tls_ca else ""
         console.step(f"memtier is running: master at {cluster.address}, {args.table_servers} table servers")
         console.note(f"data:    {cluster.path}")
         console.note(f"tables:  {', '.join(tables) if tables else 'none yet'}")
-        console.note(f'Python:  client = memtier.connect("{cluster.address}"{token})')
-        console.note(f'Spark:   memtier.spark.register(spark, address="{cluster.address}"{token})')
-        console.note(f"status:  memtier status --address {cluster.address}" + (" --token ..." if token else ""))
-        console.note(f"         or export MEMTIER_CLUSTER_ADDRESS={cluster.address}"
-                     + (" and MEMTIER_CLUSTER_TOKEN" if token else "")
-                     + ": the memtier command, memtier.connect() and Spark's format(\"memtier\") read it")
+        console.note(f'Python:  client = memtier.connect("{cluster.address}"{token}{ca})')
+        console.note(f'Spark:   memtier.spark.register(spark, address="{cluster.address}"{token}{ca})')
+        console.note(f"status:  memtier status --address {cluster.address}" + (" --token ..." if token else "")
+                     + (f" --tls-ca {cluster.tls_ca}" if ca else ""))
+        variables = ["MEMTIER_CLUSTER_ADDRESS"] + (["MEMTIER_CLUSTER_TOKEN"] if token else []) \
+            + (["MEMTIER_CLUSTER_TLS_CA"] if ca else [])
+        console.note(f"         or export {' and '.join(variables)}"
+                     + ": the memtier command, memtier.connect() and Spark's format(\"memtier\") read them")
         console.note("Ctrl-C stops the cluster.")
         _wait_for_stop_signal()
     finally:
@@ -236,7 +255,8 @@ def _master(args: argparse.Namespace) -> tuple[str, MasterProxy]:
     if address is None:
         raise InvalidArgumentError("no address: pass --address grpc://HOST:PORT or set MEMTIER_CLUSTER_ADDRESS "
                                    "(memtier start prints it)")
-    return address, MasterProxy(address, token=args.token or configured.token, timeout=args.timeout)
+    return address, MasterProxy(address, token=args.token or configured.token,
+                                tls_ca=args.tls_ca or configured.tls_ca, timeout=args.timeout)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -353,6 +373,19 @@ def _sync_catalog(args: argparse.Namespace) -> int:
             print(presto_catalog_properties(results[0]["metastore"]), end="", flush=True)
     else:
         console.step("no tables to sync")
+    return 0
+
+
+def _tls_init(args: argparse.Namespace) -> int:
+    from memtier.certificates import make_certificates
+
+    files = make_certificates(os.path.abspath(args.directory), args.host, days=args.days)
+    console = Console()
+    console.step(f"wrote {files.ca} (the CA), {files.certificate} and {files.key} (0600), valid {args.days} days")
+    console.note("start a cluster with TLS:")
+    print("memtier start " + " ".join(f"--config {k}={v}" for k, v in files.settings().items()), flush=True)
+    console.note("and let every client check the servers against the CA:")
+    print(f"export MEMTIER_CLUSTER_TLS_CA={files.ca}", flush=True)
     return 0
 
 

@@ -38,6 +38,7 @@ from memtier.master.service import MasterProxy, MasterService
 from memtier.metrics import master_metrics, serve_metrics, table_server_metrics
 from memtier.placement import available, background, describe, pin, server_cpus, service_cpus
 from memtier.rpc import RpcServer
+from memtier.rpc.tls import ServerIdentity
 from memtier.tableserver.flusher import ProcessFlusher
 from memtier.tableserver.memory import PROCESS_ENV, return_freed_memory
 from memtier.tableserver.server import TableServer
@@ -49,6 +50,8 @@ log = logging.getLogger(__name__)
 
 NAMESPACE = "memtier"
 MASTER_NAME = "memtier-master"
+#: Hosts that bind every interface: a process serving on one advertises its node's address.
+_WILDCARDS = ("0.0.0.0", "::", "")
 #: How often an idle table-service actor asks the master for work.
 _SERVICE_POLL_S = 0.5
 
@@ -91,18 +94,21 @@ class MasterShell:
                  services: Mapping[str, str] | None = None,
                  catalog: Mapping[str, str] | None = None) -> None:
         config = load(ClusterConfig, cluster)
-        token = config.token
+        token, tls_ca = config.token, config.tls_ca
         self.master = Master(
             root,
-            connect=lambda _server_id, location: TableServerProxy(location, token=token),
+            connect=lambda _server_id, location: TableServerProxy(location, token=token, tls_ca=tls_ca),
             storage_options=storage_options,
             wal_root=wal_root(root, config),
             heartbeat_timeout=config.heartbeat_timeout.total_seconds(),
             services=services,
             catalog=catalog,
         )
-        self.rpc = RpcServer(MasterService(self.master), host=config.host, port=port, token=token).start()
-        self.metrics = serve_metrics(lambda: master_metrics(self.master.status()), host=config.host)
+        tls, advertise = identity(config), _advertised(config.host)
+        self.rpc = RpcServer(MasterService(self.master), host=config.host, port=port, token=token,
+                             tls=tls, advertise=advertise).start()
+        self.metrics = serve_metrics(lambda: master_metrics(self.master.status()), host=config.host,
+                                     tls=tls, advertise=advertise)
         self.master.metrics_url = self.metrics.url
         # a pause of a quarter of the heartbeat timeout: the servers' silence across it is not theirs
         self._pauses = PauseWatch(config.heartbeat_timeout.total_seconds() / 4, self.master.resumed)
@@ -151,13 +157,17 @@ class TableServerShell:
         flush_cpus = service_cpus(config.service_cpus, cpus)
         self.server_id = server_id
         server_config = load(TableServerConfig, server or {})
-        self.server = TableServer(server_id, MasterProxy(master_location, token=config.token), wal_root,
+        master = MasterProxy(master_location, token=config.token, tls_ca=config.tls_ca)
+        self.server = TableServer(server_id, master, wal_root,
                                   config=server_config, wal_config=load(WalConfig, server or {}),
                                   flush_cpus=flush_cpus,
                                   wal_storage_options=storage_options if "://" in wal_root else None)
-        self.rpc = RpcServer(TableServerService(self.server), host=config.host, token=config.token).start()
+        tls, advertise = identity(config), _advertised(config.host)
+        self.rpc = RpcServer(TableServerService(self.server), host=config.host, token=config.token,
+                             tls=tls, advertise=advertise).start()
         self.metrics = serve_metrics(
-            lambda: table_server_metrics(self.server.status(), self.server.latencies()), host=config.host
+            lambda: table_server_metrics(self.server.status(), self.server.latencies()), host=config.host,
+            tls=tls, advertise=advertise,
         )
         self.server.metrics_url = self.metrics.url
         if isinstance(self.server.flusher, ProcessFlusher):
@@ -203,8 +213,8 @@ class TableServiceShell:
         read_gently()
         config = load(ClusterConfig, cluster)
         self.cpus = pin(service_cpus(config.service_cpus, available()))
-        self.worker = ServiceWorker(worker_id, MasterProxy(master_location, token=config.token),
-                                    cpus=describe(self.cpus))
+        master = MasterProxy(master_location, token=config.token, tls_ca=config.tls_ca)
+        self.worker = ServiceWorker(worker_id, master, cpus=describe(self.cpus))
         self.worker.start()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memtier-services", daemon=True)
@@ -231,24 +241,26 @@ class TableServiceShell:
 
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host if host not in ("0.0.0.0", "") else "127.0.0.1", 0))
+        s.bind((host if host not in _WILDCARDS else "127.0.0.1", 0))
         return s.getsockname()[1]
 
 
 @dataclass
 class LocalCluster:
-    """A running cluster: its master's address, and handles on its actors."""
+    """A running cluster: its master's address (and the token and CA to reach it), and
+    handles on its actors."""
 
     path: str
     address: str
     token: str | None
+    tls_ca: str | None
     master: Any
     table_servers: dict[str, Any] = field(default_factory=dict)
     owns_ray: bool = False
     table_services: dict[str, Any] = field(default_factory=dict)
 
     def client(self) -> Client:
-        return connect(self.address, token=self.token)
+        return connect(self.address, token=self.token, tls_ca=self.tls_ca)
 
     def pids(self) -> dict[str, int]:
         """Worker process ids of the master, every table server and every table-service
@@ -319,8 +331,10 @@ def start(
 ) -> LocalCluster:
     """Start a cluster on the Ray runtime this process is connected to (``address``:
     connect to that Ray cluster first). Table servers are spread over the Ray nodes;
-    ``pin_to_nodes`` ties each to its node, so a lost node's buckets move to the
-    surviving servers instead of the server restarting elsewhere."""
+    ``pin_to_nodes`` ties each to its node (one with CPUs: a node started with
+    ``--num-cpus=0``, as a head node often is, gets none), so a lost node's buckets move to
+    the surviving servers instead of the server restarting elsewhere, and places the
+    master on this process's node (whose actors die with this process anyway)."""
     ray = _import_ray()
     if table_servers < 1:
         raise InvalidArgumentError(f"table_servers must be at least 1, got {table_servers}")
@@ -339,13 +353,17 @@ def start(
         path = os.path.abspath(path)
     port = _free_port(cluster_config.host)
     master_cls = ray.remote(MasterShell)
+    master_options: dict[str, Any] = {}
+    if pin_to_nodes:
+        master_options["scheduling_strategy"] = _on_node(ray.get_runtime_context().get_node_id(), soft=False)
     master = master_cls.options(
         name=f"{MASTER_NAME}-{uuid.uuid4().hex[:8]}", namespace=NAMESPACE, max_restarts=-1,
-        max_task_retries=-1, num_cpus=0,
+        max_task_retries=-1, num_cpus=0, **master_options,
     ).remote(path, port, cluster_options, storage_options, service_options, catalog_options)
     address_of_master = ray.get(master.location.remote(), timeout=start_timeout)
     server_cls = ray.remote(TableServerShell)
-    nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    nodes = [n["NodeID"] for n in alive if n.get("Resources", {}).get("CPU", 0) > 0] or [n["NodeID"] for n in alive]
     wal = wal_root(path, cluster_config)
     servers = {}
     for i in range(table_servers):
@@ -353,11 +371,7 @@ def start(
         actor_options: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1, "num_cpus": 0,
                                          "runtime_env": {"env_vars": PROCESS_ENV}}
         if pin_to_nodes and nodes:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            actor_options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
-                nodes[i % len(nodes)], soft=False
-            )
+            actor_options["scheduling_strategy"] = _on_node(nodes[i % len(nodes)], soft=False)
         elif len(nodes) > 1:
             actor_options["scheduling_strategy"] = "SPREAD"
         servers[name] = server_cls.options(**actor_options).remote(
@@ -366,10 +380,26 @@ def start(
     ray.get([s.location.remote() for s in servers.values()], timeout=start_timeout)
     pool = _start_services(ray, address_of_master, cluster_options, services_config)
     ray.get([a.pid.remote() for a in pool.values()], timeout=start_timeout)
-    cluster = LocalCluster(path, address_of_master, cluster_config.token, master, servers, table_services=pool)
+    cluster = LocalCluster(path, address_of_master, cluster_config.token, cluster_config.tls_ca, master, servers,
+                           table_services=pool)
     _CLUSTERS[address_of_master] = cluster
     _wait_for_servers(cluster, table_servers, start_timeout)
     return cluster
+
+
+def _advertised(host: str) -> str:
+    """The address a process serving on ``host`` is reached at: for a wildcard (every
+    interface), the address of the Ray node it runs on."""
+    if host in _WILDCARDS:
+        return _import_ray().util.get_node_ip_address()
+    return host
+
+
+def identity(config: ClusterConfig) -> ServerIdentity | None:
+    """The certificate and key servers of this config serve TLS with, if it has them."""
+    if config.tls_certificate is None or config.tls_key is None:
+        return None
+    return ServerIdentity(config.tls_certificate, config.tls_key)
 
 
 def wal_root(path: str, config: ClusterConfig) -> str:
@@ -378,6 +408,14 @@ def wal_root(path: str, config: ClusterConfig) -> str:
     if config.wal_path is None:
         return join(path, "_memtier", "wal")
     return config.wal_path if "://" in config.wal_path else os.path.abspath(config.wal_path)
+
+
+def _on_node(node_id: str, *, soft: bool) -> Any:
+    """A scheduling strategy placing an actor on Ray node ``node_id`` (elsewhere if that
+    one cannot take it, with ``soft``)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id, soft=soft)
 
 
 def _check_pool_fits(ray: Any, config: ServicesConfig) -> None:
@@ -407,7 +445,7 @@ def _start_services(
 
 
 def _wait_for_servers(cluster: LocalCluster, count: int, timeout: float) -> None:
-    proxy = MasterProxy(cluster.address, token=cluster.token)
+    proxy = MasterProxy(cluster.address, token=cluster.token, tls_ca=cluster.tls_ca)
     deadline = time.monotonic() + timeout
     while len(proxy.servers()) < count:
         if time.monotonic() > deadline:
@@ -420,24 +458,27 @@ def running_cluster() -> LocalCluster | None:
     return list(_CLUSTERS.values())[-1] if _CLUSTERS else None
 
 
-def connect(address: str | None = None, *, token: str | None = None) -> Client:
-    """A client of the cluster at ``address`` (``grpc://host:port``). Without one: the
-    cluster ``start_local`` started in this process, else ``cluster.address`` from the
-    environment (``MEMTIER_CLUSTER_ADDRESS``)."""
+def connect(address: str | None = None, *, token: str | None = None, tls_ca: str | None = None) -> Client:
+    """A client of the cluster at ``address`` (``grpc://host:port``, ``grpc+tls://`` with
+    TLS). Without one: the cluster ``start_local`` started in this process, else
+    ``cluster.address`` from the environment (``MEMTIER_CLUSTER_ADDRESS``). ``tls_ca``, the
+    CA (a PEM file or text) a TLS cluster's certificates are checked against, defaults to
+    that cluster's, else ``cluster.tls.ca`` (``MEMTIER_CLUSTER_TLS_CA``), else the system's."""
+    configured = load(ClusterConfig)
     if address is None:
         running = running_cluster()
         if running is not None:
-            address, token = running.address, token or running.token
+            address, token, tls_ca = running.address, token or running.token, tls_ca or running.tls_ca
         else:
-            configured = load(ClusterConfig)
             address, token = configured.address, token or configured.token
+    tls_ca = tls_ca or configured.tls_ca
     if address is None:
         raise InvalidArgumentError(
             "no memtier cluster to connect to: call memtier.start_local(path) first, pass "
             "address='grpc://host:port', or set MEMTIER_CLUSTER_ADDRESS"
         )
     return Client(
-        MasterProxy(address, token=token),
-        lambda _server_id, location: TableServerProxy(location, token=token),
+        MasterProxy(address, token=token, tls_ca=tls_ca),
+        lambda _server_id, location: TableServerProxy(location, token=token, tls_ca=tls_ca),
     )
 

@@ -313,6 +313,18 @@ class TableServerConfig:
 # ======================================================================================
 
 
+def _file(text: str) -> str:
+    """The path of a file that exists."""
+    if not os.path.isfile(text):
+        raise ValueError("no such file")
+    return text
+
+
+def _pem(text: str) -> str:
+    """PEM text, or the path of a file that exists."""
+    return text if text.lstrip().startswith("-----BEGIN") else _file(text)
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     """Where a cluster's endpoints listen and how its processes watch each other."""
@@ -321,13 +333,35 @@ class ClusterConfig:
         "cluster.host",
         "127.0.0.1",
         str,
-        "the address Flight endpoints bind to; anything but loopback requires cluster.token",
+        "the address Flight endpoints bind to (0.0.0.0: every interface, each process telling "
+        "clients its Ray node's address); anything but loopback requires cluster.token and TLS",
     )
     token: str | None = setting(
         "cluster.token",
         None,
         str,
-        "shared secret every call must carry (required when cluster.host is not loopback)",
+        "shared secret every call must carry (required when cluster.host is not loopback); clients "
+        "send it in clear text only to loopback",
+    )
+    tls_certificate: str | None = setting(
+        "cluster.tls.certificate",
+        None,
+        _file,
+        "a PEM file: the certificate (chain) the master and table servers serve TLS with (their "
+        "addresses become grpc+tls://; required when cluster.host is not loopback), with cluster.tls.key",
+    )
+    tls_key: str | None = setting(
+        "cluster.tls.key",
+        None,
+        _file,
+        "a PEM file: the private key of cluster.tls.certificate",
+    )
+    tls_ca: str | None = setting(
+        "cluster.tls.ca",
+        None,
+        _pem,
+        "a PEM file (or its text): the CA certificate(s) clients check the servers' certificates "
+        "against, in every process that connects (default: the system's CAs)",
     )
     heartbeat_interval: timedelta = setting(
         "cluster.heartbeat-interval",
@@ -345,7 +379,7 @@ class ClusterConfig:
         "cluster.address",
         None,
         str,
-        "the master's address (grpc://host:port) that memtier.connect(), the memtier command and "
+        "the master's address (grpc://host:port, grpc+tls:// with TLS) that memtier.connect(), the memtier command and "
         "Spark's format(\"memtier\") use by default",
         env_aliases=("MEMTIER_ADDRESS",),
     )
@@ -372,6 +406,10 @@ class ClusterConfig:
         "own keeps WAL syncs, and so acknowledgements, fast while flushes and compactions "
         "write to the tables' one",
     )
+
+    def __post_init__(self) -> None:
+        if (self.tls_certificate is None) != (self.tls_key is None):
+            raise InvalidArgumentError("set both cluster.tls.certificate and cluster.tls.key, or neither")
 
 
 # ======================================================================================

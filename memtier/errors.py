@@ -157,6 +157,12 @@ class AuthenticationError(MemtierError):
     """A memtier server refused the call: its shared token is missing or wrong."""
 
 
+class TlsError(MemtierError):
+    """A TLS connection to a memtier server could not be made, and will not be by trying
+    again: its certificate is not signed by the CA the client trusts or does not name the
+    host, or only one side speaks TLS. The message names the setting to change."""
+
+
 class RpcError(MemtierError):
     """A remote call failed in transport (server unreachable, timed out, broken stream) or
     the server failed with an error that is not a :class:`MemtierError`."""

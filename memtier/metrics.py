@@ -10,13 +10,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from memtier.hudi.timeline import parse_instant_time
 from memtier.latency import LatencyWindow
+
+if TYPE_CHECKING:
+    from memtier.rpc.tls import ServerIdentity
 
 __all__ = ["MetricsEndpoint", "master_metrics", "serve_metrics", "table_server_metrics"]
 
@@ -110,9 +113,16 @@ class _Collector:
         return list(self._collect())
 
 
-def serve_metrics(collect: Callable[[], Iterable[Metric]], host: str = "127.0.0.1", port: int = 0) -> MetricsEndpoint:
-    """Serve ``collect()``'s metrics at ``http://host:port/metrics`` (port 0: any free one)."""
+def serve_metrics(
+    collect: Callable[[], Iterable[Metric]], host: str = "127.0.0.1", port: int = 0,
+    tls: ServerIdentity | None = None, advertise: str | None = None,
+) -> MetricsEndpoint:
+    """Serve ``collect()``'s metrics at ``http://host:port/metrics`` (port 0: any free one;
+    ``https://`` with the server's certificate and key, given ``tls``; the URL names
+    ``advertise`` when ``host`` is a wildcard)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(collect))  # type: ignore[arg-type]
-    server, _thread = start_http_server(port, addr=host, registry=registry)
-    return MetricsEndpoint(f"http://{host}:{server.server_port}/metrics", server)
+    files = {} if tls is None else {"certfile": tls.certificate, "keyfile": tls.key}
+    server, _thread = start_http_server(port, addr=host, registry=registry, **files)
+    scheme = "http" if tls is None else "https"
+    return MetricsEndpoint(f"{scheme}://{advertise or host}:{server.server_port}/metrics", server)

@@ -54,6 +54,12 @@ fi
 
 [ "$NEED" = test ] || exit 0  # what follows only the tests use
 
+if [ "$(id -u)" -eq 0 ] && { ! command -v nft >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; }; then
+    echo "==> installing iproute2 and nftables (about 2 MB; the multi-host tests make hosts in network namespaces) with apt-get"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "$PYTHON" scripts/progress.py apt-get install -y iproute2 nftables
+fi
+
 scripts/fetch_trino.sh
 scripts/jvm/fetch_hms.sh
 scripts/jvm/fetch_presto.sh

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from memtier.errors import CorruptFileError, NotFoundError, UnknownFormatVersionError
+from memtier.errors import CorruptFileError, NotFoundError
 from memtier.io import FileIO
+from memtier.jsonfile import decode
 
 __all__ = [
     "AUTOCOMMIT",
@@ -197,16 +198,7 @@ class MasterState:
 
     @classmethod
     def from_json(cls, data: bytes, path: str) -> MasterState:
-        try:
-            body = json.loads(data)
-        except ValueError as e:
-            raise CorruptFileError(path, 0, f"not JSON: {e}") from e
-        if not isinstance(body, dict) or body.get("format") != FORMAT:
-            raise CorruptFileError(path, 0, f"not a {FORMAT} file")
-        if body.get("version") not in (1, 2, VERSION):
-            raise UnknownFormatVersionError(
-                f"{path}: master state version {body.get('version')!r}; this build reads 1 to {VERSION}"
-            )
+        body = decode(data, path, FORMAT, (1, 2, VERSION), "master state")
         try:
             tables = {t["name"]: TableEntry(**t) for t in body["tables"]}
             txns = {t["txn_id"]: Txn(**t) for t in body["txns"]}

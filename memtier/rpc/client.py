@@ -12,8 +12,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as fl
 
-from memtier.errors import AuthenticationError, InvalidArgumentError, MemtierError, RpcError
-from memtier.rpc import codec
+from memtier.errors import AuthenticationError, InvalidArgumentError, MemtierError, RpcError, TlsError
+from memtier.rpc import addresses, codec, tls
 from memtier.rpc.streams import GET_BATCH, MAX_AGE_SECONDS, STREAMED_GET, IdleStreams, PutStream
 
 __all__ = ["RpcClient"]
@@ -29,27 +29,38 @@ class RpcClient:
     Thread-safe: each call runs on the least busy of ``connections`` Flight connections,
     each opened on first use (one HTTP/2 connection caps concurrent puts well below what
     the server takes; a lone caller stays on one warm connection).
-    Picklable: the pickle holds the arguments, and the copy opens its own connections.
-    ``timeout`` bounds every call, in seconds (None: no deadline). Errors the server's
-    service raised arrive as the same :class:`~memtier.errors.MemtierError` class; transport
-    failures as :class:`~memtier.errors.RpcError`; a refused token as
-    :class:`~memtier.errors.AuthenticationError`.
+    Picklable: the pickle holds the arguments (the CA as its PEM text), and the copy opens
+    its own connections. A ``grpc+tls://`` location is reached over TLS, the server's
+    certificate checked against ``tls_ca`` (a PEM file or text; None: the system's CAs);
+    the token is sent in clear text only to loopback. ``timeout`` bounds every call, in
+    seconds (None: no deadline). Errors the server's service raised arrive as the same
+    :class:`~memtier.errors.MemtierError` class; transport failures as
+    :class:`~memtier.errors.RpcError`; a refused token as
+    :class:`~memtier.errors.AuthenticationError`; a TLS connection that cannot be made as
+    :class:`~memtier.errors.TlsError`.
     """
 
     def __init__(
-        self, location: str, *, token: str | None = None, timeout: float | None = 30.0,
-        connections: int = 4,
+        self, location: str, *, token: str | None = None, tls_ca: str | None = None,
+        timeout: float | None = 30.0, connections: int = 4,
     ) -> None:
         try:
             fl.Location(location)
         except (pa.ArrowException, TypeError) as e:
             raise InvalidArgumentError(f"not a Flight location: {location!r}: {e}") from e
+        host, _ = addresses.host_port(location)
+        if token is not None and not addresses.is_tls(location) and not addresses.is_loopback(host):
+            raise InvalidArgumentError(
+                f"refusing to send the cluster token in clear text to {location}: connect to its "
+                "grpc+tls:// address (a cluster with cluster.tls.certificate), or from its own host"
+            )
         if timeout is not None and timeout <= 0:
             raise InvalidArgumentError(f"timeout must be positive seconds or None, got {timeout}")
         if connections < 1:
             raise InvalidArgumentError(f"connections must be at least 1, got {connections}")
         self._location = location
         self._token = token
+        self._tls_ca = None if tls_ca is None else tls.ca_pem(tls_ca)
         self._timeout = timeout
         headers = [] if token is None else [(b"authorization", codec.bearer(token))]
         self._options = fl.FlightCallOptions(timeout=timeout, headers=headers)
@@ -129,7 +140,7 @@ class RpcClient:
         self.close()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_reopen, (self._location, self._token, self._timeout, len(self._flights)))
+        return (_reopen, (self._location, self._token, self._tls_ca, self._timeout, len(self._flights)))
 
     def __repr__(self) -> str:
         return f"RpcClient({self._location!r})"
@@ -187,8 +198,14 @@ class RpcClient:
         slot = min(range(len(self._busy)), key=self._busy.__getitem__)
         flight = self._flights[slot]
         if flight is None:
-            flight = self._flights[slot] = fl.FlightClient(self._location)
+            flight = self._flights[slot] = self._open()
         return slot, flight
+
+    def _open(self) -> fl.FlightClient:
+        """A new connection: over TLS, checking the server against the CA, for grpc+tls."""
+        if addresses.is_tls(self._location) and self._tls_ca is not None:
+            return fl.FlightClient(self._location, tls_root_certs=self._tls_ca.encode("ascii"))
+        return fl.FlightClient(self._location)
 
     def _response(self, what: str, body: bytes) -> dict[str, Any]:
         try:
@@ -205,6 +222,9 @@ class RpcClient:
         if isinstance(error, fl.FlightTimedOutError):
             return RpcError(f"{what} to {self._location} timed out after {self._timeout} s")
         if isinstance(error, fl.FlightUnavailableError):
+            why = tls.explain(self._location, str(error), self._tls_ca)
+            if why is not None:
+                return TlsError(f"{what} refused: {why}")
             return RpcError(f"{self._location} is unreachable ({what}): {_detail(error)}")
         return RpcError(f"{what} to {self._location} failed: {error}")
 
@@ -221,6 +241,6 @@ def _detail(error: fl.FlightError) -> str:
 
 
 def _reopen(
-    location: str, token: str | None, timeout: float | None, connections: int
+    location: str, token: str | None, tls_ca: str | None, timeout: float | None, connections: int
 ) -> RpcClient:
-    return RpcClient(location, token=token, timeout=timeout, connections=connections)
+    return RpcClient(location, token=token, tls_ca=tls_ca, timeout=timeout, connections=connections)

@@ -39,9 +39,10 @@ class Proxy:
     """A component served at ``location``, called from this process; picklable (the copy
     shares the connections)."""
 
-    def __init__(self, location: str, *, token: str | None = None, timeout: float | None = 60.0) -> None:
+    def __init__(self, location: str, *, token: str | None = None, tls_ca: str | None = None,
+                 timeout: float | None = 60.0) -> None:
         self.location = location
-        self._rpc = RpcClient(location, token=token, timeout=timeout)
+        self._rpc = RpcClient(location, token=token, tls_ca=tls_ca, timeout=timeout)
 
     def _call(self, action: str, /, **request: Any) -> dict[str, Any]:
         return self._rpc.call(action, request)

@@ -23,7 +23,6 @@ thread-safe.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import itertools
 import logging
 from collections.abc import Iterable, Iterator
@@ -34,8 +33,9 @@ import pyarrow as pa
 import pyarrow.flight as fl
 
 from memtier.errors import InvalidArgumentError, MemtierError, RpcError
-from memtier.rpc import codec
+from memtier.rpc import addresses, codec
 from memtier.rpc.streams import STREAMED_GET
+from memtier.rpc.tls import ServerIdentity
 
 __all__ = ["RpcServer", "Service"]
 
@@ -64,23 +64,33 @@ class Service(Protocol):
 class RpcServer:
     """A Flight server for one :class:`Service`; a context manager that starts and stops it.
 
-    Binding to anything but a loopback address requires ``token``; given a token, every
-    call must carry ``authorization: Bearer <token>``.
+    Given ``tls``, it serves TLS only (``grpc+tls://``). Binding to anything but a loopback
+    address requires ``token`` and ``tls``; given a token, every call must carry
+    ``authorization: Bearer <token>``. Its :attr:`location` names ``advertise`` (the
+    address clients reach it by, when ``host`` is a wildcard such as ``0.0.0.0``), else ``host``.
     """
 
     def __init__(
         self, service: Service, *, host: str = "127.0.0.1", port: int = 0,
-        token: str | None = None,
+        token: str | None = None, tls: ServerIdentity | None = None, advertise: str | None = None,
     ) -> None:
-        if token is None and not _is_loopback(host):
+        if token is None and not addresses.is_loopback(host):
             raise InvalidArgumentError(
                 f"refusing to serve on {host} without a shared token: anyone who can reach "
                 f"{host}:{port} could read and write tables; pass token=... or bind 127.0.0.1"
             )
+        if tls is None and not addresses.is_loopback(host):
+            raise InvalidArgumentError(
+                f"refusing to serve on {host} in clear text: rows and the token would cross the "
+                "network readable to anyone on the path; set cluster.tls.certificate and "
+                "cluster.tls.key (memtier tls-init DIR makes a CA and a certificate) or bind 127.0.0.1"
+            )
         self._service = service
         self._host = host
+        self._advertise = advertise or host
         self._requested_port = port
         self._expected = None if token is None else codec.bearer(token)
+        self._tls = tls
         self._flight: _FlightService | None = None
 
     def start(self) -> RpcServer:
@@ -88,11 +98,12 @@ class RpcServer:
         if self._flight is not None:
             raise InvalidArgumentError(f"RpcServer at {self.location} is already started")
         middleware = {} if self._expected is None else {"auth": _BearerAuth(self._expected)}
-        location = _grpc_location(self._host, self._requested_port)
+        served = addresses.location(self._host, self._requested_port, tls=self._tls is not None)
+        certificates = [] if self._tls is None else [self._tls.pair()]
         try:
-            self._flight = _FlightService(self._service, location, middleware)
+            self._flight = _FlightService(self._service, served, middleware, certificates)
         except pa.ArrowException as e:  # gRPC logs the reason (e.g. address in use) to stderr
-            raise RpcError(f"cannot serve on {location}: {e}") from e
+            raise RpcError(f"cannot serve on {served}: {e}") from e
         return self
 
     @property
@@ -104,8 +115,9 @@ class RpcServer:
 
     @property
     def location(self) -> str:
-        """``grpc://host:port`` with the bound port: what an :class:`RpcClient` connects to."""
-        return _grpc_location(self._host, self.port)
+        """``grpc://host:port`` (``grpc+tls://`` with TLS) with the bound port: what an
+        :class:`RpcClient` connects to."""
+        return addresses.location(self._advertise, self.port, tls=self._tls is not None)
 
     def stop(self) -> None:
         """Stop serving, after the calls in progress finish. Idempotent."""
@@ -128,9 +140,10 @@ class _FlightService(fl.FlightServerBase):
     """The Flight side: decodes requests, dispatches to the service, encodes results."""
 
     def __init__(
-        self, service: Service, location: str, middleware: dict[str, fl.ServerMiddlewareFactory]
+        self, service: Service, served: str, middleware: dict[str, fl.ServerMiddlewareFactory],
+        certificates: list[fl.CertKeyPair],
     ) -> None:
-        super().__init__(location, middleware=middleware)  # binds and serves at once
+        super().__init__(served, middleware=middleware, tls_certificates=certificates)  # binds and serves
         self._service = service
 
     def do_action(self, context: fl.ServerCallContext, action: fl.Action) -> list[bytes]:
@@ -265,16 +278,3 @@ def _command(descriptor: fl.FlightDescriptor) -> bytes:
             f"a put's descriptor must be a command holding the JSON request, got {descriptor}"
         )
     return descriptor.command
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name: it may resolve to anything
-        return False
-
-
-def _grpc_location(host: str, port: int) -> str:
-    return f"grpc://[{host}]:{port}" if ":" in host else f"grpc://{host}:{port}"

@@ -12,6 +12,7 @@ from pyspark.sql.types import StructType
 
 from memtier.client import ReadRequest
 from memtier.errors import InvalidArgumentError
+from memtier.rpc.tls import ca_pem
 from memtier.spark.backfill import Backfill
 from memtier.spark.batch import BatchReader, PushdownReader
 from memtier.spark.changes import ChangeFeed
@@ -26,7 +27,7 @@ FILTER_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
 class MemtierDataSource(DataSource):
-    """``format("memtier")``; options: ``table`` (required), ``address``, ``token``, and
+    """``format("memtier")``; options: ``table`` (required), ``address``, ``token``, ``tls_ca``, and
     per use ``mode``/``as_of``/``start``/``end`` (batch reads), ``starting`` (streaming
     reads), ``operation`` (backfills)."""
 
@@ -34,17 +35,18 @@ class MemtierDataSource(DataSource):
     #: methods in other Python processes, which cannot see it).
     default_address: str | None = None
     default_token: str | None = None
+    default_tls_ca: str | None = None  # the PEM text: executors need no file
 
     @classmethod
     def name(cls) -> str:
         return "memtier"
 
     def _options(self, allowed: frozenset[str], what: str) -> SourceOptions:
-        return SourceOptions.parse(self.options, allowed, what, self.default_address, self.default_token)
+        return SourceOptions.parse(self.options, allowed, what, self.default_address, self.default_token,
+                                   self.default_tls_ca)
 
     def _table_schema(self) -> pa.Schema:
-        options = SourceOptions.parse(self.options, BATCH_READ | STREAM_READ | SINK | BACKFILL, "use",
-                                      self.default_address, self.default_token)
+        options = self._options(BATCH_READ | STREAM_READ | SINK | BACKFILL, "use")
         description = client_for(options).describe(options.table)
         return pa.ipc.read_schema(pa.py_buffer(description["schema"]))
 
@@ -86,19 +88,25 @@ def _append_only(overwrite: bool) -> None:
         raise InvalidArgumentError('memtier writes take mode("append") (with option operation=...), not overwrite')
 
 
-def register(spark: SparkSession, *, address: str | None = None, token: str | None = None) -> Any:
+def register(
+    spark: SparkSession, *, address: str | None = None, token: str | None = None, tls_ca: str | None = None,
+) -> Any:
     """Register ``format("memtier")`` with the session and turn on filter pushdown for
     Python data sources. The cluster to use by default is ``address``, else the one
     :func:`memtier.start_local` started in this process, else ``$MEMTIER_CLUSTER_ADDRESS``
-    (the configuration's ``cluster.address``)."""
+    (the configuration's ``cluster.address``). ``tls_ca`` (a PEM file, read here: the
+    executors get its text) is the CA a ``grpc+tls://`` cluster's certificates are checked
+    against (default: the started cluster's)."""
     if address is None:
         from memtier.cluster import running_cluster
 
         running = running_cluster()
         if running is not None:
-            address, token = running.address, token or running.token
-    source = type(MemtierDataSource.__name__, (MemtierDataSource,),
-                  {"default_address": address, "default_token": token, "__module__": __name__})
+            address, token, tls_ca = running.address, token or running.token, tls_ca or running.tls_ca
+    source = type(MemtierDataSource.__name__, (MemtierDataSource,), {
+        "default_address": address, "default_token": token,
+        "default_tls_ca": None if tls_ca is None else ca_pem(tls_ca), "__module__": __name__,
+    })
     spark.conf.set(FILTER_PUSHDOWN, "true")
     spark.dataSource.register(source)
     return source

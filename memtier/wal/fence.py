@@ -41,9 +41,9 @@ from memtier.errors import (
     CorruptFileError,
     InvalidArgumentError,
     NotFoundError,
-    UnknownFormatVersionError,
 )
 from memtier.io import FileIO, join
+from memtier.jsonfile import decode
 from memtier.wal.storage import list_logs
 
 __all__ = [
@@ -110,15 +110,7 @@ class Bounds:
 
     @classmethod
     def from_json(cls, data: bytes, path: str) -> Bounds:
-        try:
-            body = json.loads(data)
-        except ValueError as e:
-            raise CorruptFileError(path, 0, f"not JSON: {e}") from e
-        if not isinstance(body, dict) or body.get("format") != _FORMAT:
-            raise CorruptFileError(path, 0, f"not a {_FORMAT} file")
-        if body.get("version") != _VERSION:
-            raise UnknownFormatVersionError(f"{path}: WAL fence version {body.get('version')!r}; "
-                                            f"this build reads {_VERSION}")
+        body = decode(data, path, _FORMAT, (_VERSION,), "WAL fence")
         try:
             segments = {str(name): int(length) for name, length in body["segments"].items()}
             return cls(_checked(body["life"]), str(body["server"]), str(body["fenced_by"]),

@@ -49,6 +49,8 @@ RUNS = {
                "--threads", "2", "--buckets", "1,2", "--rounds", "1", "--paced-seconds", "0.5",
                "--budget", "1MB", "--budget-factor", "2", "--drain-seconds", "30",
                "--peer-batches", "2", "--visible-batches", "2"],
+    "tls": ["-m", "bench.tls", "--batches", "4", "--rows-per-batch", "1000", "--threads", "2", "--buckets", "1",
+            "--rounds", "1", "--paced-seconds", "0.5"],
     "write_kinds": ["-m", "bench.write_kinds", "--batches", "3", "--rows-per-batch", "1000",
                     "--buckets", "2", "--rounds", "1"],
     "hdfs_ingest": ["-m", "bench.hdfs_ingest", "--batches", "3", "--rows-per-batch", "1000",

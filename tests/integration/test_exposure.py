@@ -1,5 +1,6 @@
 """Who can reach a cluster: Flight endpoints bind to loopback unless configured
-otherwise; bound elsewhere they require a shared token, and calls without it are refused."""
+otherwise; bound elsewhere they require TLS and a shared token, and calls without the
+token are refused."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
+from memtier.certificates import CertificateFiles
 from memtier.client import Client
 from memtier.config import ClusterConfig, load
 from memtier.errors import AuthenticationError, InvalidArgumentError
@@ -62,24 +64,25 @@ def address() -> str:
 
 
 @pytest.fixture
-def exposed(tmp_path, address: str) -> Iterator[RpcCluster]:
-    """A master and a table server bound to the non-loopback address, with a token."""
-    cluster = RpcCluster(str(tmp_path), host=address, token=TOKEN)
+def exposed(tmp_path, address: str, pki: CertificateFiles) -> Iterator[RpcCluster]:
+    """A master and a table server bound to the non-loopback address, with TLS and a token."""
+    cluster = RpcCluster(str(tmp_path), host=address, token=TOKEN, tls=pki)
     cluster.add_server("a")
     yield cluster
     cluster.close()
 
 
 def client_with(cluster: RpcCluster, token: str | None) -> Client:
+    ca = cluster.access["tls_ca"]
     return Client(
-        MasterProxy(cluster.address, token=token),
-        lambda _server_id, location: TableServerProxy(location, token=token),
+        MasterProxy(cluster.address, token=token, tls_ca=ca),
+        lambda _server_id, location: TableServerProxy(location, token=token, tls_ca=ca),
     )
 
 
 def test_the_cluster_really_listens_on_the_non_loopback_address(exposed: RpcCluster, address: str) -> None:
-    assert exposed.address.startswith(f"grpc://{address}:")
-    assert exposed.endpoints["a"].location.startswith(f"grpc://{address}:")
+    assert exposed.address.startswith(f"grpc+tls://{address}:")
+    assert exposed.endpoints["a"].location.startswith(f"grpc+tls://{address}:")
 
 
 def test_the_right_token_works(exposed: RpcCluster) -> None:
@@ -87,15 +90,15 @@ def test_the_right_token_works(exposed: RpcCluster) -> None:
     client.create_table("t", SCHEMA, record_key="id", buckets=2)
     client.write("t", pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=SCHEMA))
     assert sorted(client.read("t").column("id").to_pylist()) == [1, 2]
-    assert TableServerProxy(exposed.endpoints["a"].location, token=TOKEN).ping() == "a"
+    assert TableServerProxy(exposed.endpoints["a"].location, **exposed.access).ping() == "a"
 
 
 @pytest.mark.parametrize("token", [None, "wrong-token"], ids=["no-token", "wrong-token"])
 def test_calls_without_the_right_token_are_refused(exposed: RpcCluster, token: str | None) -> None:
     owner = client_with(exposed, TOKEN)
     owner.create_table("t", SCHEMA, record_key="id", buckets=2)
-    master = MasterProxy(exposed.address, token=token)
-    server = TableServerProxy(exposed.endpoints["a"].location, token=token)
+    master = MasterProxy(exposed.address, token=token, tls_ca=exposed.access["tls_ca"])
+    server = TableServerProxy(exposed.endpoints["a"].location, token=token, tls_ca=exposed.access["tls_ca"])
     data = pa.table({"id": [7], "v": ["x"]}, schema=SCHEMA)
     refused = [
         master.list_tables,

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memtier.certificates import CertificateFiles
 from memtier.client import Client
 from memtier.config import TableServerConfig
 from memtier.io import join
 from memtier.master.master import Master
 from memtier.master.service import MasterProxy, MasterService
 from memtier.rpc import RpcServer
+from memtier.rpc.tls import ServerIdentity
 from memtier.tableserver.server import TableServer
 from memtier.tableserver.service import TableServerProxy, TableServerService
 
@@ -22,16 +24,25 @@ class RpcCluster:
     config: TableServerConfig = field(default_factory=TableServerConfig)
     host: str = "127.0.0.1"
     token: str | None = None
+    #: Served over TLS with these (and every connection checks them against their CA).
+    tls: CertificateFiles | None = None
     servers: dict[str, TableServer] = field(default_factory=dict)
     endpoints: dict[str, RpcServer] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.master = Master(
-            self.root, connect=lambda _server_id, location: TableServerProxy(location, token=self.token)
-        )
+        self.master = Master(self.root, connect=lambda _server_id, location: TableServerProxy(location, **self.access))
         self.master_endpoint = RpcServer(
-            MasterService(self.master), host=self.host, token=self.token
+            MasterService(self.master), host=self.host, token=self.token, tls=self.identity
         ).start()
+
+    @property
+    def access(self) -> dict[str, str | None]:
+        """What a proxy needs to reach this cluster's servers: the token and the CA."""
+        return {"token": self.token, "tls_ca": None if self.tls is None else self.tls.ca}
+
+    @property
+    def identity(self) -> ServerIdentity | None:
+        return None if self.tls is None else ServerIdentity(self.tls.certificate, self.tls.key)
 
     @property
     def address(self) -> str:
@@ -42,18 +53,18 @@ class RpcCluster:
         return join(self.root, "_memtier", "wal")
 
     def add_server(self, server_id: str) -> TableServer:
-        link = MasterProxy(self.address, token=self.token)
+        link = MasterProxy(self.address, **self.access)
         server = TableServer(server_id, link, self.wal_root, config=self.config)
-        endpoint = RpcServer(TableServerService(server), host=self.host, token=self.token).start()
+        endpoint = RpcServer(TableServerService(server), host=self.host, token=self.token, tls=self.identity).start()
         self.servers[server_id], self.endpoints[server_id] = server, endpoint
         server.join(endpoint.location)
         return server
 
     def client(self) -> Client:
-        """A client over RPC, carrying the cluster's token."""
+        """A client over RPC, carrying the cluster's token (and CA)."""
         return Client(
-            MasterProxy(self.address, token=self.token),
-            lambda _server_id, location: TableServerProxy(location, token=self.token),
+            MasterProxy(self.address, **self.access),
+            lambda _server_id, location: TableServerProxy(location, **self.access),
         )
 
     def close(self) -> None:

@@ -123,7 +123,7 @@ def test_a_version_2_file_is_read_with_no_table_options() -> None:
 def test_an_unknown_version_is_refused_naming_path_and_version() -> None:
     body = json.loads(populated().to_json())
     body["version"] = 4
-    with pytest.raises(UnknownFormatVersionError, match=r"state\.json.*version 4.*reads 1 to 3"):
+    with pytest.raises(UnknownFormatVersionError, match=r"state\.json.*version 4.*reads 1, 2 and 3"):
         MasterState.from_json(json.dumps(body).encode(), PATH)
 
 

@@ -352,8 +352,7 @@ def test_right_token_works(guarded: RpcServer, kind: str) -> None:
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "tablehost.example.com"])
 def test_exposed_bind_needs_a_token(service: Recorder, host: str) -> None:
     with pytest.raises(InvalidArgumentError, match=f"refusing to serve on {host} without"):
-        RpcServer(service, host=host)
-    RpcServer(service, host=host, token=TOKEN)  # constructing binds nothing
+        RpcServer(service, host=host)  # (and TLS: tests/unit/test_tls.py)
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
@@ -466,3 +465,32 @@ def test_error_wire_round_trip_keeps_class_message_and_attributes() -> None:
     assert str(decoded) == str(original)
     assert decoded.row == 3  # type: ignore[attr-defined]
     assert isinstance(decoded, MemtierError)
+
+
+# --- addresses --------------------------------------------------------------------------
+
+
+def test_a_server_on_every_interface_names_the_address_it_is_reached_by(service: Recorder, pki: Any) -> None:
+    from memtier.rpc.tls import ServerIdentity
+
+    identity = ServerIdentity(pki.certificate, pki.key)
+    with RpcServer(service, host="0.0.0.0", token=TOKEN, tls=identity, advertise="127.0.0.1") as server:
+        assert server.location == f"grpc+tls://127.0.0.1:{server.port}"
+        with RpcClient(server.location, token=TOKEN, tls_ca=pki.ca, timeout=10) as client:
+            assert client.call("echo", {})["name"] == "echo"
+
+
+@pytest.mark.parametrize(("location", "host", "port"), [
+    ("grpc://127.0.0.1:9", "127.0.0.1", 9), ("grpc+tls://[::1]:80", "::1", 80), ("grpc+tls://node-a:1", "node-a", 1),
+])
+def test_locations_parse_into_host_and_port(location: str, host: str, port: int) -> None:
+    from memtier.rpc import addresses
+
+    assert addresses.host_port(location) == (host, port)
+    assert addresses.location(host, port, tls=location.startswith("grpc+tls")) == location
+
+
+@pytest.mark.parametrize("location", ["http://127.0.0.1:9", "grpc://127.0.0.1", "grpc+tls://:9"])
+def test_a_location_that_is_not_a_memtier_address_is_refused(location: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="not a memtier address"):
+        RpcClient(location)
