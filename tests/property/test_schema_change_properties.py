@@ -28,8 +28,9 @@ pytestmark = pytest.mark.slow  # ~100 s on two cores (12 examples)
 
 #: hudi-rs 0.5 fails to merge a log block written before a change with a newer schema when
 #: the block both lacks a column and holds a narrower type, or holds an older struct
-#: (measured). Only hudi-rs's read of such a table before compaction may hit it: memtier's
-#: readers are checked first, and after compaction hudi-rs must read the model's rows.
+#: (measured; Apache Hudi on Spark reads them: tests/interop/test_schema_change_readers.py).
+#: Only hudi-rs's read of such a table before compaction may hit it: memtier's readers are
+#: checked first, and after compaction hudi-rs must read the model's rows.
 HUDI_RS_GAP = ("partial-update column", "reconcile")
 
 
