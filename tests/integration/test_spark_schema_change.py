@@ -92,8 +92,12 @@ def stream(spark: Any, table: str, source: Path, checkpoint: Path) -> None:
     query.awaitTermination()
 
 
+def rows_of(table: pa.Table, schema: pa.Schema = NEW) -> list[dict[str, Any]]:
+    return table.select(schema.names).sort_by("id").to_pylist()
+
+
 def read(client: Any, table: str, mode: str = "latest", schema: pa.Schema = NEW) -> list[dict[str, Any]]:
-    return client.read(table, mode).select(schema.names).sort_by("id").to_pylist()
+    return rows_of(client.read(table, mode), schema)
 
 
 def new_table(cluster: Any, evolution: str) -> str:
@@ -103,6 +107,19 @@ def new_table(cluster: Any, evolution: str) -> str:
     return name
 
 
+def streamed_then_changed(cluster: Any, spark: Any, table: str, tmp_path: Path) -> tuple[Path, Path, list[pa.Table]]:
+    """The query run over the producer's first two files, then the two with its new
+    column dropped in: (source, checkpoint, every file)."""
+    source, checkpoint, files = tmp_path / "in", tmp_path / "ckpt", inputs()
+    for i in (0, 1):
+        drop_file(source, f"part-{i}.parquet", files[i])
+    stream(spark, table, source, checkpoint)
+    assert cluster.client().describe(table)["schema_version"] == 0
+    for i in (2, 3):  # the producer now sends its new column
+        drop_file(source, f"part-{i}.parquet", files[i])
+    return source, checkpoint, files
+
+
 def test_with_evolution_auto_the_restarted_query_evolves_the_table_and_every_reader_follows(
     cluster: Any, spark: Any, tmp_path: Path
 ) -> None:
@@ -110,13 +127,7 @@ def test_with_evolution_auto_the_restarted_query_evolves_the_table_and_every_rea
 
     client = cluster.client()
     table = new_table(cluster, "auto")
-    source, checkpoint, files = tmp_path / "in", tmp_path / "ckpt", inputs()
-    for i in (0, 1):
-        drop_file(source, f"part-{i}.parquet", files[i])
-    stream(spark, table, source, checkpoint)
-    assert client.describe(table)["schema_version"] == 0
-    for i in (2, 3):  # the producer now sends its new column
-        drop_file(source, f"part-{i}.parquet", files[i])
+    source, checkpoint, files = streamed_then_changed(cluster, spark, table, tmp_path)
     stream(spark, table, source, checkpoint)
 
     described = client.describe(table)
@@ -125,20 +136,18 @@ def test_with_evolution_auto_the_restarted_query_evolves_the_table_and_every_rea
     want = model(files)
     assert read(client, table) == want
     assert read(client, table, "committed") == want
-    spark_rows = (spark.read.format("memtier").option("table", table).load().toArrow()
-                  .select(NEW.names).sort_by("id").to_pylist())
-    assert spark_rows == want
+    assert rows_of(spark.read.format("memtier").option("table", table).load().toArrow()) == want
 
     client.flush(table)
     path = described["path"]
-    assert hudi_rs_read(path).select(NEW.names).sort_by("id").to_pylist() == want
+    assert rows_of(hudi_rs_read(path)) == want
     with HudiSpark() as hudi:
-        assert hudi.read(path).select(NEW.names).sort_by("id").to_pylist() == want
+        assert rows_of(hudi.read(path)) == want
         client.compact(table)
         assert read(client, table, "read_optimized") == want
-        assert hudi.read(path).select(NEW.names).sort_by("id").to_pylist() == want
-        assert hudi.read(path, "read_optimized").select(NEW.names).sort_by("id").to_pylist() == want
-    assert hudi_rs_read(path).select(NEW.names).sort_by("id").to_pylist() == want
+        assert rows_of(hudi.read(path)) == want
+        assert rows_of(hudi.read(path, "read_optimized")) == want
+    assert rows_of(hudi_rs_read(path)) == want
 
 
 def test_with_evolution_off_the_restarted_query_fails_naming_the_column_and_loses_nothing(
@@ -146,12 +155,7 @@ def test_with_evolution_off_the_restarted_query_fails_naming_the_column_and_lose
 ) -> None:
     client = cluster.client()
     table = new_table(cluster, "off")
-    source, checkpoint, files = tmp_path / "in", tmp_path / "ckpt", inputs()
-    for i in (0, 1):
-        drop_file(source, f"part-{i}.parquet", files[i])
-    stream(spark, table, source, checkpoint)
-    for i in (2, 3):
-        drop_file(source, f"part-{i}.parquet", files[i])
+    source, checkpoint, files = streamed_then_changed(cluster, spark, table, tmp_path)
     with pytest.raises(Exception, match=r"schema.evolution=off.*added note string") as failed:
         stream(spark, table, source, checkpoint)
     assert table in str(failed.value)
