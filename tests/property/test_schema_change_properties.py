@@ -35,10 +35,11 @@ HUDI_RS_GAP = ("partial-update column", "reconcile")
 
 
 @contextmanager
-def evolving_table(seed: int) -> Iterator[tuple[InProcessCluster, History]]:
-    """A two-server in-process cluster with table ``t`` of :data:`BASE`, and its history."""
+def evolving_table(seed: int, catalog: dict[str, str] | None = None) -> Iterator[tuple[InProcessCluster, History]]:
+    """A two-server in-process cluster with table ``t`` of :data:`BASE`, and its history;
+    ``catalog``: the master's ``catalog.*`` settings (a metastore it syncs the table to)."""
     root = tempfile.mkdtemp(prefix="memtier-schema-prop-")
-    cluster = InProcessCluster(root)
+    cluster = InProcessCluster(root, catalog=dict(catalog or {}))
     try:
         for server_id in ("a", "b"):
             cluster.add_server(server_id)
