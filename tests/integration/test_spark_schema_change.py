@@ -8,7 +8,8 @@ evolves the table as the query starts and every acknowledged row reads back (the
 column null for the rows before it), through memtier, hudi-rs and Apache Hudi on Spark,
 after a flush and after compaction; with ``off``, the restarted query fails naming the
 column, nothing acknowledged is lost, and once the table is altered the same checkpoint
-lands the files it had left, exactly once."""
+lands the files it had left, exactly once. A batch write (a backfill) with the new column
+evolves the table (``auto``, as Hudi's ``mergeSchema``) or is refused whole (``off``)."""
 
 from __future__ import annotations
 
@@ -167,3 +168,29 @@ def test_with_evolution_off_the_restarted_query_fails_naming_the_column_and_lose
     stream(spark, table, source, checkpoint)  # the same checkpoint: the files it had left, once
     assert client.describe(table)["schema_version"] == 1
     assert read(client, table, "committed") == model(files)
+
+
+
+@pytest.mark.parametrize("evolution", ["auto", "off"])
+def test_a_batch_write_with_a_new_column_evolves_the_table_or_is_refused_whole(
+    cluster: Any, spark: Any, evolution: str
+) -> None:
+    """A backfill (``df.write.format("memtier")``) with a new column: ``auto`` evolves the
+    table, as Hudi's ``mergeSchema``; ``off`` refuses it whole, naming the column."""
+    client = cluster.client()
+    table = new_table(cluster, evolution)
+    first, newer = batch(range(0, 100), 1, OLD), batch(range(50, 150), 2, NEW)
+    client.write(table, first)
+    client.flush(table)
+    write = spark.createDataFrame(newer.to_pandas()).repartition(2).write.format("memtier").option(
+        "table", table).mode("append")
+    if evolution == "auto":
+        write.save()
+        assert client.describe(table)["schema_version"] == 1
+        assert read(client, table) == model([first, newer])
+        assert rows_of(hudi_rs_read(client.describe(table)["path"])) == model([first, newer])
+    else:
+        with pytest.raises(Exception, match=r"schema.evolution=off.*added note string"):
+            write.save()
+        assert client.describe(table)["schema_version"] == 0
+        assert read(client, table, schema=OLD) == model([first], OLD)
