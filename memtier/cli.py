@@ -3,6 +3,7 @@
     memtier start  [--path DIR] [--table-servers N] [--config KEY=VALUE ...]
     memtier status [--address grpc[+tls]://HOST:PORT] [--token T] [--tls-ca PEM] [--json]
     memtier compact|cluster|clean TABLE [--address ...] [--token T] [--no-wait]
+    memtier alter  TABLE [--add NAME:TYPE ...] [--widen NAME:TYPE ...] [--option KEY=VALUE ...] [--address ...]
     memtier adopt PATH [--name NAME] [--buckets N] [--address ...] [--token T] [--tls-ca PEM] [--no-wait]
     memtier sync-catalog [TABLE ...] [--metastore DIR|thrift://HOST:PORT] [--database DB] [--address ...] [--token T]
     memtier sync-catalog --path HUDI_TABLE [--name NAME] --metastore DIR|thrift://HOST:PORT [--database DB]
@@ -18,12 +19,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from memtier.cli_format import Console, request_line, status_report
 from memtier.config import ClusterConfig, check, load
@@ -54,6 +58,26 @@ def _key_value(text: str) -> tuple[str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value.strip()
+
+
+_TYPES = {
+    "tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(), "integer": pa.int32(),
+    "bigint": pa.int64(), "long": pa.int64(), "float": pa.float32(), "double": pa.float64(),
+    "string": pa.string(), "binary": pa.binary(), "boolean": pa.bool_(), "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+}
+_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
+
+
+def _column(text: str) -> tuple[str, pa.DataType]:
+    """``NAME:TYPE`` as (name, Arrow type)."""
+    name, sep, kind = text.rpartition(":")
+    kind = kind.strip().lower()
+    decimal = _DECIMAL.fullmatch(kind)
+    if not sep or not name or (kind not in _TYPES and decimal is None):
+        raise argparse.ArgumentTypeError(
+            f"expected NAME:TYPE with TYPE one of {', '.join(_TYPES)} or decimal(P,S), got {text!r}")
+    return name.strip(), pa.decimal128(int(decimal[1]), int(decimal[2])) if decimal else _TYPES[kind]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -101,6 +125,22 @@ def _parser() -> argparse.ArgumentParser:
     _add_address(adopt)
     adopt.add_argument("--no-wait", action="store_true", help="start the conversion and return at once")
     adopt.set_defaults(run=_adopt)
+    alter = commands.add_parser(
+        "alter", help="add nullable columns, widen types, set table options (schema.evolution)",
+        description="Change a table's schema while it is written and read: add nullable columns (NAME:TYPE; "
+                    "a dotted NAME adds inside a struct column) and widen types (int to bigint or double, "
+                    "float to double, decimal precision up, ...). All of it or nothing: a change the table "
+                    "cannot take is refused, naming it and why. TYPE: tinyint, smallint, int, bigint, float, "
+                    "double, decimal(P,S), string, binary, boolean, date, timestamp.")
+    alter.add_argument("table", help="the table")
+    alter.add_argument("--add", type=_column, action="append", default=[], metavar="NAME:TYPE",
+                       help="a nullable column to add (repeatable)")
+    alter.add_argument("--widen", type=_column, action="append", default=[], metavar="NAME:TYPE",
+                       help="a column and its wider type (repeatable)")
+    alter.add_argument("--option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+                       help="a table option, e.g. schema.evolution=off (repeatable)")
+    _add_address(alter)
+    alter.set_defaults(run=_alter)
 
     sync = commands.add_parser(
         "sync-catalog", help="register tables and their partitions in a Hive Metastore or Trino file metastore",
@@ -163,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code or 0)
     if args.command is None:
         parser.print_usage(sys.stderr)
-        print("memtier: error: a command is required (start, status, sync-catalog or demo)", file=sys.stderr)
+        print("memtier: error: a command is required (start, status, alter, sync-catalog or demo)", file=sys.stderr)
         return 2
     try:
         return args.run(args)
@@ -308,6 +348,27 @@ def _follow(args: argparse.Namespace, master: Any, console: Console, request: di
     if done["state"] != "completed":
         print(f"memtier {args.command}: {what} failed: {done['error']}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _alter(args: argparse.Namespace) -> int:
+    """Alter a table's schema or options; print its schema afterwards."""
+    if not (args.add or args.widen or args.option):
+        raise InvalidArgumentError("nothing to change: give --add, --widen or --option")
+    _, master = _master(args)
+    try:
+        before = master.describe_table(args.table)["schema_version"]
+        described = master.alter_table(args.table, [pa.field(n, t) for n, t in args.add], dict(args.widen),
+                                       dict(args.option))
+    except RpcError as e:
+        print(f"memtier alter: no memtier cluster answers: {e}", file=sys.stderr)
+        return 2
+    console = Console()
+    version = described["schema_version"]
+    changed = f"now schema version {version}" if version != before else f"schema unchanged (version {version})"
+    console.step(f"{args.table}: {changed}, schema.evolution={described['options']['schema.evolution']}")
+    for field in pa.ipc.read_schema(pa.py_buffer(described["schema"])):
+        console.note(f"{field.name}  {field.type}{'' if field.nullable else ' not null'}")
     return 0
 
 

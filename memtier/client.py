@@ -41,6 +41,7 @@ from memtier.errors import (
 from memtier.hudi.avro import META_FIELDS
 from memtier.hudi.cache import SliceCache
 from memtier.hudi.deletes import DELETE_FLAG, prepare_write
+from memtier.hudi.evolution import Roles, merge
 from memtier.hudi.filters import Filter, key_buckets, key_filters, validate
 from memtier.hudi.keys import KeyColumns, bucket_ids, whole
 from memtier.hudi.merge import LogEntry
@@ -72,6 +73,10 @@ class MasterAPI(Protocol):
     """What the client calls on the master (a :class:`~memtier.master.Master` or its proxy)."""
 
     def create_table(self, name: str, schema: pa.Schema, record_key: Any, **options: Any) -> dict[str, Any]: ...
+    def alter_table(self, name: str, add_columns: Sequence[pa.Field] = (),
+                    widen: Mapping[str, pa.DataType] | None = None,
+                    options: Mapping[str, str] | None = None) -> dict[str, Any]: ...
+    def evolve_schema(self, name: str, incoming: pa.Schema) -> dict[str, Any]: ...
     def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None,
                        buckets: int | None = None) -> dict[str, Any]: ...
     def drop_table(self, name: str, *, purge: bool = False) -> None: ...
@@ -98,7 +103,8 @@ class ServerAPI(Protocol):
     def write(self, table: str, data: Any, *, txn_id: int, producer_id: bytes, producer_seq: int) -> WriteAck: ...
     def read(self, table: str, *, as_of_instant: str | None, snapshot: TxnSnapshot | None = None,
              committed_only: bool = False, columns: list[str] | None = None,
-             buckets: Any = None, key_filters: Sequence[Filter] = ()) -> pa.Table: ...
+             buckets: Any = None, key_filters: Sequence[Filter] = (), schema_version: int | None = None,
+             ) -> pa.Table: ...
     def flush(self, table: str | None = None, *, seal: bool = False) -> list[str]: ...
 
 
@@ -128,6 +134,7 @@ class _Routing:
     servers: Mapping[str, str]  # server id -> location
     max_batch_rows: int | None
     conversion: Mapping[str, Any] | None = None  # the clustering converting it into buckets
+    schema_version: int = 0
 
     @classmethod
     def of(cls, description: Mapping[str, Any]) -> _Routing:
@@ -142,7 +149,12 @@ class _Routing:
             dict(description["servers"]),
             description.get("max_batch_rows"),
             description.get("conversion"),
+            int(description.get("schema_version", 0)),
         )
+
+    @property
+    def roles(self) -> Roles:
+        return Roles(self.record_key, self.partition_fields, self.ordering_field)
 
     def location(self, server_id: str) -> str:
         location = self.servers.get(server_id)
@@ -220,6 +232,7 @@ class Client:
         self._fetches = ThreadPoolExecutor(4, thread_name_prefix="memtier-client-read")
         self._files = SliceCache()  # decoded Hudi files, reused while they do not change
         self._points: dict[str, dict[str, Any]] = {}  # each table's last read point (see _read_once)
+        self._fitting: dict[str, tuple[int, pa.Schema]] = {}  # per table, a batch schema that fits it
 
     # == catalog =========================================================================
     def create_table(
@@ -236,6 +249,7 @@ class Client:
         storage_options: Mapping[str, str] | None = None,
         log_block_format: str = "avro",
         table_version: int = DEFAULT_TABLE_VERSION,
+        options: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Create a table (a Hudi table at ``path``, by default under the cluster root).
 
@@ -245,13 +259,37 @@ class Client:
 
         ``record_key=None`` creates an append-only table: every row is kept (no merge or
         de-duplication by key), Hudi generates its record keys, and each producer's
-        writes rotate over the ``buckets`` file groups of a partition."""
+        writes rotate over the ``buckets`` file groups of a partition. ``options``: the
+        table's own (``{"schema.evolution": "off"}``; see :class:`~memtier.config.TableOptions`)."""
         return self.master.create_table(
             name, schema, record_key, ordering_field=ordering_field,
             partition_fields=partition_fields, buckets=buckets, table_type=table_type, path=path,
-            storage_options=storage_options, log_block_format=log_block_format,
+            storage_options=storage_options, log_block_format=log_block_format, options=options,
             table_version=table_version,
         )
+
+    def alter_table(
+        self,
+        name: str,
+        *,
+        add_columns: pa.Schema | Sequence[pa.Field | tuple[str, pa.DataType]] | Mapping[str, pa.DataType] = (),
+        widen: Mapping[str, pa.DataType] | None = None,
+        options: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Change a table's schema while it is written and read: add nullable columns (at
+        the end; a dotted name, ``"address.zip"``, adds inside a struct) and widen types
+        (``{"amount": pa.float64()}``; see :mod:`memtier.hudi.evolution` for which), and
+        set ``options``. All of it or nothing: a drop, rename, narrowing or non-null column
+        is refused with :class:`~memtier.errors.SchemaEvolutionError` naming it and why.
+        Every table server writes under the new schema once this returns; rows written
+        before read as it has them (new columns null, widened values cast). The table's
+        description."""
+        with self._lock:
+            self._fitting.pop(name, None)
+        description = self.master.alter_table(name, _fields(add_columns), dict(widen or {}), options)
+        with self._lock:
+            self._routes[name] = _Routing.of(description)
+        return description
 
     def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None,
                        buckets: int | None = None) -> dict[str, Any]:
@@ -362,6 +400,7 @@ class Client:
         acks: list[WriteAck] = []
         pending = table
         deadline = time.monotonic() + RETRY_SECONDS
+        self.evolve_for(name, table)
         for attempt in itertools.count():
             route = self._route(name, refresh=attempt > 0)
             if route.conversion is not None:  # it may have completed since the route was cached
@@ -404,6 +443,26 @@ class Client:
                 )
             time.sleep(min(0.02 * 2**attempt, 0.5))
         raise AssertionError("unreachable")
+
+    def evolve_for(self, name: str, data: pa.Table) -> None:
+        """Before ``data`` is written: if it has columns or wider types the table lacks,
+        the master evolves the table first, once the batch is known to be writable under
+        the evolved schema (or refuses it, naming them, when the table's
+        ``schema.evolution`` is off); a bad batch changes nothing."""
+        route = self._route(name)
+        schema = data.schema
+        with self._lock:
+            known = self._fitting.get(name)
+        if known is not None and known[0] == route.schema_version and known[1].equals(schema):
+            return
+        merged, found = merge(route.schema, schema, route.roles)
+        if found:
+            prepare_write(data, merged, key_fields=route.record_key, partition_fields=route.partition_fields,
+                          ordering_field=route.ordering_field)
+            route = _Routing.of(self.master.evolve_schema(name, schema))
+        with self._lock:
+            self._routes[name] = route
+            self._fitting[name] = (route.schema_version, schema)
 
     def delete(self, name: str, keys: Any, *, txn_id: int = AUTOCOMMIT, sequence: int | None = None) -> WriteResult:
         """Delete keys: durable at the acknowledgement, hidden from the next read (latest;
@@ -463,7 +522,7 @@ class Client:
         path = plan["path"]
         with self._lock:
             meta = self._metas.get(name)
-        if meta is None or meta.base_path != path:
+        if meta is None or meta.base_path != path or meta.schema_version < plan.get("schema_version", 0):
             meta = TableMeta.load(open_fileio(path, plan.get("storage_options") or None), path)
             with self._lock:
                 self._metas[name] = meta
@@ -697,7 +756,7 @@ class Client:
             handle = self._server(server_id, route.location(server_id))
             return handle.read(name, as_of_instant=instant, snapshot=snapshot,
                                committed_only=committed_only, columns=columns, buckets=wanted,
-                               key_filters=pushed)
+                               key_filters=pushed, schema_version=route.schema_version)
 
         items = list(route.server_buckets().items())
         tables = [one(items[0])] if len(items) == 1 else list(self._pool.map(one, items))
@@ -801,6 +860,16 @@ def _key_table(keys: Any, record_key: Sequence[str]) -> pa.Table:
             )
         return pa.table({record_key[0]: keys})
     return to_table(pa.table(keys) if isinstance(keys, dict) else keys)
+
+
+def _fields(
+    columns: pa.Schema | Sequence[pa.Field | tuple[str, pa.DataType]] | Mapping[str, pa.DataType],
+) -> list[pa.Field]:
+    """Columns to add as fields: a schema, fields, (name, type) pairs or a name -> type
+    mapping (nullable unless a field says otherwise)."""
+    if isinstance(columns, Mapping):
+        columns = list(columns.items())
+    return [c if isinstance(c, pa.Field) else pa.field(c[0], c[1]) for c in columns]
 
 
 @functools.lru_cache(maxsize=64)

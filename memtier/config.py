@@ -24,10 +24,12 @@ __all__ = [
     "CONFIG_CLASSES",
     "CatalogConfig",
     "ClusterConfig",
+    "Evolution",
     "FlushWorker",
     "Setting",
     "ServicesConfig",
     "SyncPolicy",
+    "TableOptions",
     "TableServerConfig",
     "WalConfig",
     "check",
@@ -537,6 +539,41 @@ class CatalogConfig:
     def metastore(self) -> str | None:
         """The metastore to sync into, if any: a directory or a ``thrift://`` URI."""
         return self.file_metastore if self.file_metastore is not None else self.hive_metastore
+
+
+# ======================================================================================
+# Table options
+# ======================================================================================
+
+
+class Evolution(enum.Enum):
+    """Whether a write batch with new columns or wider types evolves the table's schema."""
+
+    AUTO = "auto"  # it does (as Hudi's writers evolve a table by default)
+    OFF = "off"  # it is refused whole, naming the columns
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """A table's own options (``create_table(options=...)``, ``alter_table(options=...)``),
+    kept by the master with the table; no environment variable sets them."""
+
+    schema_evolution: Evolution = setting(
+        "schema.evolution",
+        Evolution.AUTO,
+        Evolution,
+        "auto: a write batch with new nullable columns or wider types evolves the table's schema "
+        "(as Hudi's writers do); off: such a batch is refused whole, naming the columns",
+    )
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> TableOptions:
+        """``options`` checked whole: an unknown key or a bad value is refused, naming it."""
+        known = {spec.key for spec, _ in settings(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise InvalidArgumentError(f"unknown table option(s) {unknown}; known: {sorted(known)}")
+        return load(cls, options, environ={})
 
 
 # ======================================================================================

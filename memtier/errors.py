@@ -97,6 +97,11 @@ class SchemaMismatchError(MemtierError):
     """Data does not match the table schema; names the offending columns."""
 
 
+class SchemaEvolutionError(SchemaMismatchError):
+    """A schema change the table cannot take (a drop, a rename, a narrowing, a non-null
+    column added), or a batch that would need one; names the columns and why."""
+
+
 class InvalidRowError(MemtierError):
     """A row breaks a table rule (null ordering value, unusable partition value); names the row."""
 

@@ -23,6 +23,7 @@ def decode(data: bytes, path: str, fmt: str, versions: Collection[int], what: st
     if not isinstance(body, dict) or body.get("format") != fmt:
         raise CorruptFileError(path, 0, f"not a {fmt} file")
     if body.get("version") not in versions:
-        readable = " and ".join(str(v) for v in sorted(versions))
+        known = [str(v) for v in sorted(versions)]
+        readable = known[0] if len(known) == 1 else f"{', '.join(known[:-1])} and {known[-1]}"
         raise UnknownFormatVersionError(f"{path}: {what} version {body.get('version')!r}; this build reads {readable}")
     return body

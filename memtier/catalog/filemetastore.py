@@ -90,10 +90,22 @@ class FileMetastore:
             "columnStatistics": {},
         }
         path = join(self._table_dir(database, table.name), SCHEMA_FILE)
-        if self._read(path) == document:
+        existing = self._read(path)
+        if existing == document:
             return False
         self._write(path, document)
+        if existing is not None and existing.get("dataColumns") != document["dataColumns"]:
+            self._cascade(database, table)
         return True
+
+    def _cascade(self, database: str, table: HiveTable) -> None:
+        """The table's registered partitions take its (new) columns, as a Hive Metastore's
+        ``CASCADE`` alters them."""
+        for name in self.partition_names(database, table.name):
+            path = join(self._table_dir(database, table.name), name, SCHEMA_FILE)
+            document = self._read(path)
+            if document is not None:
+                self._write(path, {**document, "columns": _columns(table.columns)})
 
     def partition_names(self, database: str, table: str) -> set[str]:
         """The names (``a=1/b=x``) of the table's registered partitions."""

@@ -104,14 +104,16 @@ class ServiceWorker:
         self.completed += 1
         return self._link.finish_service_task(task["task_id"], self.worker_id, content, None, file_groups)
 
-    def _meta(self, path: str, storage_options: Mapping[str, str]) -> TableMeta:
+    def _meta(self, path: str, storage_options: Mapping[str, str], schema_version: int) -> TableMeta:
+        """The table as of its schema ``schema_version`` (or a later one): a task reads
+        files written under it or an older schema, and writes under it."""
         meta = self._metas.get(path)
-        if meta is None:
+        if meta is None or meta.schema_version < schema_version:
             meta = self._metas[path] = TableMeta.load(open_fileio(path, storage_options or None), path)
         return meta
 
     def _execute(self, task: Mapping[str, Any], progress: Any) -> tuple[bytes, list[tuple[str, str]]]:
-        meta = self._meta(task["path"], task["storage_options"])
+        meta = self._meta(task["path"], task["storage_options"], task["schema_version"])
         timeline = meta.timeline()
         instant, kind = task["instant"], task["kind"]
         requested = Instant(instant, service_actions(meta.layout)[kind], State.REQUESTED)

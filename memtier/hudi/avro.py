@@ -43,6 +43,7 @@ from memtier.errors import CorruptFileError, InvalidArgumentError, SchemaMismatc
 __all__ = [
     "META_FIELDS",
     "arrow_to_avro_schema",
+    "decimal_size",
     "avro_long",
     "avro_to_arrow_schema",
     "decode_framed",
@@ -87,7 +88,7 @@ _LOGICAL: dict[tuple[str, str], pa.DataType] = {
 }
 
 
-def _decimal_size(precision: int) -> int:
+def decimal_size(precision: int) -> int:
     """Fewest bytes whose two's complement holds every ``precision``-digit value."""
     size = 1
     while 2 ** (8 * size - 1) < 10**precision:
@@ -130,7 +131,7 @@ def _avro_type(t: pa.DataType, name: str, namespace: str, path: str) -> Any:
             "type": "fixed",
             "name": "fixed",
             "namespace": f"{namespace}.{name}",
-            "size": _decimal_size(t.precision),
+            "size": decimal_size(t.precision),
             "logicalType": "decimal",
             "precision": t.precision,
             "scale": t.scale,

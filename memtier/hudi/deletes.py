@@ -19,7 +19,7 @@ import pyarrow.types as pat
 
 from memtier.errors import InvalidArgumentError, InvalidRowError, SchemaMismatchError
 from memtier.hudi.keys import whole
-from memtier.hudi.schema import check_ordering_not_null, conform, to_table
+from memtier.hudi.schema import check_ordering_not_null, conform, leavable, to_table
 
 __all__ = ["DELETE_FLAG", "flagged_schema", "prepare_write", "with_delete_flags"]
 
@@ -57,13 +57,15 @@ def prepare_write(
     """A write batch conformed to the table's (logical) ``schema``, the delete flag last
     on every row (:func:`flagged_schema`). Deleted rows may leave out everything but the
     key and partition columns (and the ordering value); other rows need every column
-    and an ordering value. A bad batch is refused whole, with the column at fault named."""
+    but those :func:`~memtier.hudi.schema.leavable` (null then), and an ordering value.
+    A bad batch is refused whole, with the column at fault named."""
     table = to_table(data)
+    optional = leavable(schema, key_fields, partition_fields, ordering_field)
     flags = _flags(table)
     user_flag = DELETE_FLAG in schema.names
     body = table if flags is None or user_flag else table.drop_columns([DELETE_FLAG])
     if flags is None or not pc.any(flags).as_py():
-        conformed = conform(body, schema)
+        conformed = conform(body, schema, optional=optional)
         check_ordering_not_null(conformed, ordering_field)
         return with_delete_flags(conformed, flags)
     if not key_fields:
@@ -81,7 +83,7 @@ def prepare_write(
         ]
         conformed = pa.Table.from_arrays(columns, schema=schema)
     else:
-        conformed = conform(body, schema)
+        conformed = conform(body, schema, optional=optional)
         kept = conformed.filter(pa.array(~deleting))
         try:
             check_ordering_not_null(kept, ordering_field)

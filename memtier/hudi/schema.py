@@ -13,7 +13,7 @@ A table has two Arrow schemas:
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -33,6 +33,7 @@ __all__ = [
     "conform",
     "decode_schema",
     "encode_schema",
+    "leavable",
     "physical_schema",
     "to_table",
     "validate_table_schema",
@@ -140,18 +141,32 @@ def to_table(data: Any) -> pa.Table:
     )
 
 
-def conform(data: Any, schema: pa.Schema, required: Sequence[str] | None = None) -> pa.Table:
+def leavable(
+    schema: pa.Schema, key_fields: Sequence[str], partition_fields: Sequence[str], ordering_field: str | None
+) -> frozenset[str]:
+    """The columns a write batch may leave out, null in its rows: the nullable ones that
+    neither key, place nor order the rows (as Hudi's writers do with
+    ``hoodie.write.set.null.for.missing.columns``): a producer that has not heard of
+    columns added to the table writes on."""
+    roles = {*key_fields, *partition_fields, ordering_field}
+    return frozenset(f.name for f in schema if f.nullable and f.name not in roles)
+
+
+def conform(
+    data: Any, schema: pa.Schema, required: Sequence[str] | None = None, *, optional: Collection[str] = ()
+) -> pa.Table:
     """``data`` as a Table with exactly ``schema``'s columns and types, or a clear error.
 
     With ``required`` (e.g. the key and partition columns of a delete) only those columns
-    must be present, and the result holds only them.
+    must be present, and the result holds only them. Columns in ``optional`` may be
+    missing: they are null.
     """
     table = to_table(data)
     if required is None and table.schema.equals(schema, check_metadata=True):
         return table
     wanted = list(required) if required is not None else schema.names
     present = set(table.column_names)
-    missing = [n for n in wanted if n not in present]
+    missing = [n for n in wanted if n not in present and n not in optional]
     if missing:
         raise SchemaMismatchError(f"data lacks columns {missing} of the table schema")
     if required is None:
@@ -161,6 +176,9 @@ def conform(data: Any, schema: pa.Schema, required: Sequence[str] | None = None)
     columns = []
     for name in wanted:
         target = schema.field(name).type
+        if name not in present:
+            columns.append(pa.nulls(table.num_rows, target))
+            continue
         column = table.column(name)
         if column.type != target:
             try:

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from memtier.hudi.avro import avro_to_arrow_schema
 from memtier.hudi.cache import SliceCache
+from memtier.hudi.evolution import project_array
 from memtier.hudi.fsview import FileSlice
 from memtier.hudi.keyread import KeyFilter, LogKeys, read_key_rows
 from memtier.hudi.keys import record_keys
@@ -36,13 +37,14 @@ log = logging.getLogger(__name__)
 
 
 def conform_columns(table: pa.Table, schema: pa.Schema, columns: Sequence[str]) -> pa.Table:
-    """``table`` reduced to ``columns`` with ``schema``'s types; absent columns become null."""
+    """``table`` reduced to ``columns`` with ``schema``'s types (read up to them: rows
+    written under an older schema of the table); absent columns become null."""
     arrays = []
     for name in columns:
         target = schema.field(name).type
         if name in table.column_names:
             column = table.column(name)
-            arrays.append(column if column.type == target else column.cast(target))
+            arrays.append(project_array(column, target))
         else:
             arrays.append(pa.nulls(table.num_rows, target))
     return pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(n) for n in columns]))
@@ -159,7 +161,7 @@ class _CachedLog:
 
     def entry(self, number: int, columns: Sequence[str]) -> LogEntry | None:
         """Block ``number``'s merge entry."""
-        return self._cache.get(("log block", self._path, self._size, tuple(columns), number),
+        return self._cache.get(("log block", self._path, self._size, self._meta.schema_version, tuple(columns), number),
                                lambda: _decoded(self._meta, self._block(number), columns))[3]
 
     def keys(self, number: int, columns: Sequence[str], key_columns: Sequence[str]) -> LogKeys | None:
@@ -169,7 +171,8 @@ class _CachedLog:
             if entry is None or entry.records is None or not all(c in entry.records.column_names for c in key_columns):
                 return None
             return LogKeys.of(entry.records.select(list(key_columns)))
-        return self._cache.get(("log keys", self._path, self._size, tuple(columns), tuple(key_columns), number), index)
+        return self._cache.get(("log keys", self._path, self._size, self._meta.schema_version, tuple(columns),
+                                tuple(key_columns), number), index)
 
 
 def _written(block: LogBlock, columns: Sequence[str]) -> pa.Schema | None:
@@ -308,7 +311,7 @@ def read_slice_files(
             base = read_base_file(meta, base_path, columns, key_filter, cache)
         else:
             load_base = partial(read_base_file, meta, base_path, columns)
-            base = cache.get(("base", base_path, tuple(columns)), load_base) if cache else load_base()
+            base = cache.get(("base", base_path, meta.schema_version, tuple(columns)), load_base) if cache else load_base()
             if key_filter is not None:
                 base = key_filter.filter(base)
     entries: list[LogEntry] = []

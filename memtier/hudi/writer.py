@@ -10,7 +10,6 @@ a Hudi rollback instant.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -37,7 +36,7 @@ from memtier.hudi.fsview import FileSystemView, list_data_files
 from memtier.hudi.logfilters import delete_log_filters, write_log_filters
 from memtier.hudi.logformat import iter_blocks
 from memtier.hudi.routing import route
-from memtier.hudi.schema import check_ordering_not_null, conform
+from memtier.hudi.schema import check_ordering_not_null, conform, leavable
 from memtier.hudi.tablemeta import TableMeta
 from memtier.hudi.timeline import Instant, State, Timeline, new_instant_time
 from memtier.io import basename, join, parent, relpath
@@ -45,6 +44,7 @@ from memtier.parallel import parallel_map
 
 __all__ = [
     "OPERATIONS",
+    "commit_action",
     "commit_metadata",
     "ensure_partition_metadata",
     "existing_buckets",
@@ -63,7 +63,8 @@ log = logging.getLogger(__name__)
 OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE"}
 
 
-def _commit_action(meta: TableMeta) -> str:
+def commit_action(meta: TableMeta) -> str:
+    """The action of a write's commit: a deltacommit of a merge-on-read table, else a commit."""
     return "deltacommit" if meta.is_merge_on_read else "commit"
 
 
@@ -76,8 +77,10 @@ def prepare_write(meta: TableMeta, data: Any, operation: str) -> pa.Table:
         required = list(dict.fromkeys([*meta.config.record_key_fields, *meta.config.partition_fields]))
         table = conform(data, meta.schema, required=required)
         return conform(table, meta.physical, required=required)
-    table = conform(data, meta.schema)
-    check_ordering_not_null(table, meta.config.ordering_field)
+    config = meta.config
+    optional = leavable(meta.schema, config.record_key_fields, config.partition_fields, config.ordering_field)
+    table = conform(data, meta.schema, optional=optional)
+    check_ordering_not_null(table, config.ordering_field)
     return conform(table, meta.physical)
 
 
@@ -95,14 +98,15 @@ def commit_metadata(
     meta: TableMeta, stats: Sequence[WriteStat], operation: str, extra: dict[str, str] | None = None,
     *, compacted: bool = False, replaced: Sequence[tuple[str, str]] = (),
 ) -> CommitMetadata:
-    """The commit's metadata: one write stat per file, the schema, ``extra`` keys;
+    """The commit's metadata: one write stat per file, the schema (Hudi's and memtier's:
+    :meth:`TableMeta.schema_metadata`), ``extra`` keys;
     ``compacted`` for a compaction, ``replaced`` (partition, file id) for a replacecommit."""
     replaced_ids: dict[str, list[str]] = {}
     for partition, file_id in replaced:
         replaced_ids.setdefault(partition, []).append(file_id)
     return CommitMetadata(
         partition_to_write_stats={},
-        extra_metadata={"schema": json.dumps(meta.avro_schema), **(extra or {})},
+        extra_metadata={**meta.schema_metadata(), **(extra or {})},
         operation_type=operation,
         compacted=compacted,
         partition_to_replace_file_ids={p: tuple(ids) for p, ids in replaced_ids.items()},
@@ -151,7 +155,7 @@ def write_batch(meta: TableMeta, data: Any, operation: str = "upsert") -> str | 
     if not plans:
         return None
     writer = meta.timeline_writer()
-    action = _commit_action(meta)
+    action = commit_action(meta)
     hudi_operation = OPERATIONS[operation]
     try:
         requested = writer.request(instant, action)

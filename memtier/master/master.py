@@ -24,25 +24,27 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from memtier.catalog import CatalogSync
-from memtier.config import CatalogConfig, ServicesConfig, load
+from memtier.config import CatalogConfig, Evolution, ServicesConfig, TableOptions, load
 from memtier.errors import (
     CommitFailedError,
     CommitStateUnknownError,
     FencedError,
     InvalidArgumentError,
+    SchemaEvolutionError,
     TableExistsError,
     TableNotFoundError,
     TransactionError,
 )
 from memtier.hudi.adopt import check_adoptable, fits_buckets
 from memtier.hudi.commit import CommitMetadata, WriteStat, is_avro_container
+from memtier.hudi.evolution import Change, evolve, merge
 from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.mdt import drop_metadata_table, metadata_table_path
 from memtier.hudi.properties import DEFAULT_TABLE_VERSION
 from memtier.hudi.table import HudiTable
 from memtier.hudi.tablemeta import TableMeta
 from memtier.hudi.timeline import COMMIT_ACTIONS, REPLACING_ACTIONS, Instant, State, new_instant_time
-from memtier.hudi.writer import commit_metadata, rollback_instant, rollback_pending
+from memtier.hudi.writer import commit_action, commit_metadata, rollback_instant, rollback_pending
 from memtier.io import join, open_fileio
 from memtier.master.assignment import ServerLoad, place, rebalance_move
 from memtier.master.commits import CommitLog, FileGroupRef
@@ -99,6 +101,10 @@ class ServerHandle(Protocol):
 
     def fence_txn(self, txn_id: int) -> None:
         """Refuse further writes of a transaction that is being resolved."""
+        ...
+
+    def apply_schema(self, table: str, version: int) -> None:
+        """Write the table under schema ``version`` (or a later one) from now on."""
         ...
 
 
@@ -240,9 +246,13 @@ class Master:
         storage_options: Mapping[str, str] | None = None,
         log_block_format: str = "avro",
         table_version: int = DEFAULT_TABLE_VERSION,
+        options: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """Create a Hudi table (of Hudi table version ``table_version``) and serve it; its description."""
+        """Create a Hudi table (of Hudi table version ``table_version``) and serve it
+        (``options``: the table's own, see :class:`~memtier.config.TableOptions`); its description."""
         validate_table_name(name)
+        table_options = dict(options or {})
+        TableOptions.parse(table_options)
         with self._lock:
             if name in self._state.tables:
                 raise TableExistsError(f"table {name!r} already exists")
@@ -253,7 +263,7 @@ class Master:
             table_path, schema, record_key, ordering_field, partition_fields, buckets, table_type,
             options, name=name, log_block_format=log_block_format, table_version=table_version,
         )
-        return self._add_table(name, table_path, options)
+        return self._add_table(name, table_path, options, table_options)
 
     def register_table(
         self, name: str, path: str, storage_options: Mapping[str, str] | None = None,
@@ -311,8 +321,9 @@ class Master:
             return None if request_id is None else self.services.request_status(request_id)
         return request
 
-    def _add_table(self, name: str, path: str, options: dict[str, str]) -> dict[str, Any]:
-        entry = TableEntry(name, path, options, self._now_ms())
+    def _add_table(self, name: str, path: str, options: dict[str, str],
+                   table_options: Mapping[str, str] | None = None) -> dict[str, Any]:
+        entry = TableEntry(name, path, options, self._now_ms(), options=dict(table_options or {}))
         with self._lock:
             if name in self._state.tables:
                 raise TableExistsError(f"table {name!r} already exists")
@@ -375,7 +386,105 @@ class Master:
             "servers": servers,
             "max_batch_rows": max_batch_rows,
             "epoch": epoch,
+            "schema_version": meta.schema_version,
+            "options": {"schema.evolution": _options(entry).schema_evolution.value},
         }
+
+    # == schemas =========================================================================
+    def alter_table(
+        self, name: str, add_columns: Sequence[pa.Field] = (), widen: Mapping[str, pa.DataType] | None = None,
+        options: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Add nullable columns (a dotted name adds inside a struct) and widen types
+        (:mod:`memtier.hudi.evolution`), and set table ``options``: all of it, or nothing
+        and :class:`SchemaEvolutionError` naming what may not change and why. A schema
+        change is a new schema version, committed on the table's timeline (an
+        ``ALTER_SCHEMA`` commit with the new writer schema, as Hudi's ``ALTER TABLE``
+        writes one) and applied by every table server before this returns. The table's
+        description."""
+        with self._lock:
+            entry = self._entry(name)
+            merged = {**entry.options, **{str(k): str(v) for k, v in (options or {}).items()}}
+        TableOptions.parse(merged)
+        changed = self._change_schema(name, lambda meta: evolve(meta.schema, add_columns, widen, meta.roles))
+        if merged != dict(entry.options):
+            with self._lock:
+                entry = self._entry(name)
+                self._save(self._state.with_table(dataclasses.replace(entry, options=merged)))
+        if changed:
+            self._apply_schema(name)
+        return self.describe_table(name)
+
+    def evolve_schema(self, name: str, incoming: pa.Schema) -> dict[str, Any]:
+        """Make the table take write batches of schema ``incoming``: its new columns and
+        wider types evolve the table (as :meth:`alter_table`) unless its
+        ``schema.evolution`` is off, when :class:`SchemaEvolutionError` names them. The
+        table's description (unchanged when the batch fits already)."""
+        with self._lock:
+            evolution = _options(self._entry(name)).schema_evolution
+
+        def merged(meta: TableMeta) -> tuple[pa.Schema, list[Change]]:
+            schema, found = merge(meta.schema, incoming, meta.roles)
+            if found and evolution is Evolution.OFF:
+                raise SchemaEvolutionError(
+                    f"table {name!r} has schema.evolution=off and the batch would change its schema "
+                    f"({'; '.join(map(str, found))}): it was refused whole (alter the table first)"
+                )
+            return schema, found
+
+        if self._change_schema(name, merged):
+            self._apply_schema(name)
+        return self.describe_table(name)
+
+    def _change_schema(self, table: str, change: Callable[[TableMeta], tuple[pa.Schema, list[Change]]]) -> bool:
+        """Commit the schema ``change(meta)`` makes of the table's, if it makes any (under
+        the table's commit lock: every commit completing after it names the new schema,
+        :meth:`complete_commit`); whether it did. A failure before the commit completed
+        rolls it back: the table keeps its schema."""
+        with self._table_lock(table):
+            meta = self._meta(table)
+            schema, found = change(meta)
+            if not found:
+                return False
+            evolved = meta.with_schema(schema, meta.schema_version + 1)
+            action = commit_action(meta)
+            instant = self._request_locked(table, meta, action, "alter_table", [], b"")
+            writer = meta.timeline_writer()
+            try:
+                inflight = writer.inflight(Instant(instant, action, State.REQUESTED), b"")
+            except Exception as e:
+                self._rollback_locked(table, meta, instant)
+                raise CommitFailedError(f"the schema change of {table} failed (rolled back): {e}") from e
+            metadata = commit_metadata(evolved, [], "ALTER_SCHEMA", {COMPLETION_TIME_KEY: self._completion_time(table)})
+            try:
+                writer.complete(inflight, metadata.encode(meta.layout))
+            except Exception as e:
+                with self._lock:
+                    self._metas.pop(table, None)  # re-read from the timeline: the schema it holds
+                raise CommitStateUnknownError(f"completing the schema change {instant} of {table} failed: {e}") from e
+            self._commits(table).complete(instant, [])
+            with self._lock:
+                self._metas[table] = evolved
+            self._latest_commit[table] = max(self._latest_commit.get(table) or "", instant)
+        log.info("%s: schema version %d (%s)", table, evolved.schema_version, "; ".join(map(str, found)))
+        self.catalog.table_added(table, evolved)  # the metastore's columns, as hive-sync alters them
+        return True
+
+    def _apply_schema(self, table: str) -> None:
+        """Every table server writes the table under its newest schema from now on; one
+        that cannot be told now learns it from its next heartbeat's answer."""
+        version = self._meta(table).schema_version
+        with self._lock:
+            handles = [(s, info.handle) for s, info in self._servers.items()]
+        for server_id, handle in handles:
+            try:
+                handle.apply_schema(table, version)
+            except Exception:
+                log.warning("could not tell %s of schema version %d of %s", server_id, version, table, exc_info=True)
+
+    def schema_versions(self) -> dict[str, int]:
+        """Each table's schema version."""
+        return {name: self._meta(name).schema_version for name in self.list_tables()}
 
     # == table servers ===================================================================
     def register_server(
@@ -427,7 +536,8 @@ class Master:
             server.status = dict(status)
             if bucket_memory is not None:
                 server.bucket_memory = dict(bucket_memory)
-            return {"registered": True, "epoch": self._state.epoch}
+            epoch = self._state.epoch
+        return {"registered": True, "epoch": epoch, "schemas": self.schema_versions()}
 
     def resumed(self, paused_s: float) -> None:
         """The master's own process could not run for ``paused_s`` seconds (stopped,
@@ -719,7 +829,8 @@ class Master:
         and a compaction) never do. A log write's files take their place in completion
         order first (:mod:`memtier.master.logwrites`, which also says what conflicts
         there regardless). Commit metadata records when it completed
-        (:data:`COMPLETION_TIME_KEY`). With ``life``, the instant's owner is a table
+        (:data:`COMPLETION_TIME_KEY`) and the table's schema as of then (so the newest
+        commit names the newest schema, whatever it was planned under). With ``life``, the instant's owner is a table
         server that must still live it: if it lost its buckets meanwhile the instant is
         rolled back and :class:`FencedError` says why. A failure writing the completed
         file raises :class:`CommitStateUnknownError`.
@@ -752,11 +863,8 @@ class Master:
             if metadata is not None:
                 if action == LOG_WRITE:
                     metadata = settle_log_files(meta, commits, instant, metadata, refs)
-                completed = new_instant_time(self._last_instant.get(table) or None, lambda: _utc(self._clock()))
-                self._last_instant[table] = completed
-                data = dataclasses.replace(
-                    metadata, extra_metadata={**metadata.extra_metadata, COMPLETION_TIME_KEY: completed}
-                ).encode(meta.layout)
+                stamp = {**self._meta(table).schema_metadata(), COMPLETION_TIME_KEY: self._completion_time(table)}
+                data = dataclasses.replace(metadata, extra_metadata={**metadata.extra_metadata, **stamp}).encode(meta.layout)
             inflight = Instant(instant, action, State.INFLIGHT)
             try:
                 done = meta.timeline_writer().complete(inflight, data)
@@ -767,6 +875,13 @@ class Master:
                 self._latest_commit[table] = max(self._latest_commit.get(table) or "", instant)
         if done.action in COMMIT_ACTIONS:
             self.catalog.committed(table, meta, data)
+
+    def _completion_time(self, table: str) -> str:
+        """A completion time for a commit of ``table`` (under its commit lock): after every
+        instant and completion before."""
+        completed = new_instant_time(self._last_instant.get(table) or None, lambda: _utc(self._clock()))
+        self._last_instant[table] = completed
+        return completed
 
     def _check_life(self, life: str | None, what: str) -> None:
         """Refuse ``what`` of a table server's ``life`` (None: not a table server's) once
@@ -970,6 +1085,10 @@ class Master:
     def servers(self) -> dict[str, str]:
         with self._lock:
             return {s: info.location for s, info in self._servers.items()}
+
+
+def _options(entry: TableEntry) -> TableOptions:
+    return TableOptions.parse(entry.options)
 
 
 def _commit_metadata(content: bytes | CommitMetadata) -> CommitMetadata | None:

@@ -40,9 +40,14 @@ class MasterService(ActionService):
                 ordering_field=r.get("ordering_field"), partition_fields=r.get("partition_fields"),
                 buckets=r.get("buckets", 4), table_type=r.get("table_type", "MERGE_ON_READ"),
                 path=r.get("path"), storage_options=r.get("storage_options"),
-                log_block_format=r.get("log_block_format", "avro"),
+                log_block_format=r.get("log_block_format", "avro"), options=r.get("options"),
                 table_version=r.get("table_version", DEFAULT_TABLE_VERSION),
             ),
+            "alter_table": lambda r: m.alter_table(
+                r["name"], list(_schema(r["add_columns"])), {f.name: f.type for f in _schema(r["widen"])},
+                r.get("options"),
+            ),
+            "evolve_schema": lambda r: m.evolve_schema(r["name"], _schema(r["schema"])),
             "register_table": lambda r: m.register_table(r["name"], r["path"], r.get("storage_options"),
                                                          r.get("buckets")),
             "drop_table": lambda r: no_result(m.drop_table(r["name"], purge=r.get("purge", False))),
@@ -116,13 +121,25 @@ class MasterProxy(Proxy):
         buckets: int = 4, table_type: str = "MERGE_ON_READ", path: str | None = None,
         storage_options: Mapping[str, str] | None = None, log_block_format: str = "avro",
         table_version: int = DEFAULT_TABLE_VERSION,
+        options: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         return self._call(
             "create_table", name=name, schema=_schema_bytes(schema), record_key=record_key,
             ordering_field=ordering_field, partition_fields=partition_fields, buckets=buckets,
             table_type=table_type, path=path, storage_options=storage_options,
-            log_block_format=log_block_format, table_version=table_version,
+            log_block_format=log_block_format, options=dict(options or {}),
+            table_version=table_version,
         )
+
+    def alter_table(self, name: str, add_columns: Sequence[pa.Field] = (),
+                    widen: Mapping[str, pa.DataType] | None = None,
+                    options: Mapping[str, str] | None = None) -> dict[str, Any]:
+        widened = pa.schema([pa.field(n, t) for n, t in (widen or {}).items()])
+        return self._call("alter_table", name=name, add_columns=_schema_bytes(pa.schema(list(add_columns))),
+                          widen=_schema_bytes(widened), options=dict(options or {}))
+
+    def evolve_schema(self, name: str, incoming: pa.Schema) -> dict[str, Any]:
+        return self._call("evolve_schema", name=name, schema=_schema_bytes(incoming))
 
     def register_table(self, name: str, path: str, storage_options: Mapping[str, str] | None = None,
                        buckets: int | None = None) -> dict[str, Any]:

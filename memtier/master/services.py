@@ -339,7 +339,8 @@ class TableServices:
                 self._fail(task, f"could not be started: {e}")
                 continue
             location = self._master.table_location(task.table)
-            return {**task.to_dict(), "path": location.path, "storage_options": dict(location.storage_options)}
+            return {**task.to_dict(), "path": location.path, "storage_options": dict(location.storage_options),
+                    "schema_version": self._master.meta(task.table).schema_version}
 
     def progress(self, task_id: int, worker: str, done: int, total: int) -> bool:
         """``worker`` reports progress (which renews its hold); False: stop, it is not

@@ -38,7 +38,9 @@ __all__ = [
 ]
 
 FORMAT = "memtier-master-state"
-VERSION = 2  # 2: table servers' lives and fenced lives (version 1 is read: it has neither)
+#: 2: table servers' lives and fenced lives; 3: table options (versions 1 and 2 are read:
+#: they have neither, or no options)
+VERSION = 3
 #: How many fenced lives the state remembers (a server waking after more fences than
 #: this is still stopped by the WAL fence itself, at its first write).
 KEEP_FENCED = 1024
@@ -61,6 +63,7 @@ class TableEntry:
     storage_options: Mapping[str, str] = field(default_factory=dict)
     created_ms: int = 0
     services: Mapping[str, str] = field(default_factory=dict)  # the table's ``services.*`` settings
+    options: Mapping[str, str] = field(default_factory=dict)  # the table's options (``schema.evolution``)
 
 
 @dataclass(frozen=True)
@@ -195,7 +198,7 @@ class MasterState:
 
     @classmethod
     def from_json(cls, data: bytes, path: str) -> MasterState:
-        body = decode(data, path, FORMAT, (1, VERSION), "master state")
+        body = decode(data, path, FORMAT, (1, 2, VERSION), "master state")
         try:
             tables = {t["name"]: TableEntry(**t) for t in body["tables"]}
             txns = {t["txn_id"]: Txn(**t) for t in body["txns"]}

@@ -22,6 +22,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from memtier.errors import InvalidArgumentError
 from memtier.hudi.commit import WriteStat
+from memtier.hudi.evolution import merge
 from memtier.hudi.filegroup import plan_pending_log_write, write_file_group
 from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.routing import route
@@ -53,7 +54,7 @@ class Backfill(DataSourceArrowWriter):
     """Begun (a requested deltacommit) where Spark plans the write; tasks write files;
     ``commit`` completes it, ``abort`` rolls it back."""
 
-    def __init__(self, options: SourceOptions, columns: list[str]) -> None:
+    def __init__(self, options: SourceOptions, schema: pa.Schema) -> None:
         self.options = options
         self.operation = (options.get("operation") or "upsert").lower()
         if self.operation == "insert_overwrite":
@@ -68,7 +69,12 @@ class Backfill(DataSourceArrowWriter):
         if not meta.is_merge_on_read:
             raise InvalidArgumentError(f"table {options.table} is copy-on-write: a backfill writes log files, "
                                        "which only a merge-on-read table has")
-        checked = check_columns(meta.schema, columns, delete_flag=False)
+        evolving = self.operation != "delete"  # new columns and wider types evolve the table first
+        checked = check_columns(merge(meta.schema, schema, meta.roles)[0] if evolving else meta.schema,
+                                schema.names, delete_flag=False)
+        if evolving:
+            client.evolve_for(options.table, schema.empty_table())
+            meta = self._meta()
         prepare_write(meta, meta.schema.empty_table().select(checked), self.operation)
         self.owner = f"spark-backfill-{uuid.uuid4().hex[:12]}"
         self.instant: str = client.master.begin_commit(options.table, "deltacommit", owner=self.owner)

@@ -19,7 +19,7 @@ from memtier.spark.changes import ChangeFeed
 from memtier.spark.connection import client_for
 from memtier.spark.options import BACKFILL, BATCH_READ, SINK, STREAM_READ, SourceOptions
 from memtier.spark.sink import StreamSink
-from memtier.spark.types import check_columns, spark_schema
+from memtier.spark.types import arrow_schema, spark_schema
 
 __all__ = ["MemtierDataSource", "register"]
 
@@ -67,14 +67,19 @@ class MemtierDataSource(DataSource):
         return ChangeFeed(self._options(STREAM_READ, "streaming read"), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> Backfill:
+        """A backfill; a DataFrame with new columns or wider types evolves the table first
+        (unless its ``schema.evolution`` is off: then it is refused), as Hudi's writers
+        evolve it (``mergeSchema``)."""
         options = self._options(BACKFILL, "batch write")
         _append_only(overwrite)
-        return Backfill(options, schema.fieldNames())
+        return Backfill(options, arrow_schema(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamSink:  # noqa: N802
+        """Streaming ingest; the query's new columns or wider types evolve the table as
+        it starts (and each micro-batch's, as any client write does)."""
         options = self._options(SINK, "stream write")
         _append_only(overwrite)
-        check_columns(self._table_schema(), schema.fieldNames(), delete_flag=True)
+        client_for(options).evolve_for(options.table, arrow_schema(schema).empty_table())
         return StreamSink(options, schema.fieldNames())
 
 

@@ -12,7 +12,7 @@ from pyspark.sql.types import StructType
 from memtier.errors import InvalidArgumentError
 from memtier.hudi.deletes import DELETE_FLAG
 
-__all__ = ["check_columns", "spark_batches", "spark_schema"]
+__all__ = ["arrow_schema", "check_columns", "spark_batches", "spark_schema"]
 
 
 
@@ -20,6 +20,11 @@ __all__ = ["check_columns", "spark_batches", "spark_schema"]
 def spark_schema(schema: pa.Schema) -> StructType:
     """The Spark schema of a memtier table's Arrow schema."""
     return from_arrow_schema(schema)
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema of the rows Spark hands a writer of a DataFrame of ``schema``."""
+    return to_arrow_schema(schema, timezone="UTC")
 
 
 def spark_batches(table: pa.Table, schema: StructType) -> Iterator[pa.RecordBatch]:

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from memtier.hudi.deletes import flagged_schema
+from memtier.errors import SchemaEvolutionError
+from memtier.hudi.deletes import DELETE_FLAG, flagged_schema
+from memtier.hudi.evolution import changes
 from memtier.io import FileIO
 from memtier.tableserver.block import Block, Frame
 from memtier.wal import GroupCommitter, RecoveredBlock, WalHeader, WalWriter, recover
@@ -18,6 +20,10 @@ from memtier.wal.format import check_schema
 from memtier.wal.storage import WalEntry
 
 __all__ = ["FileGroup", "FileGroupKey"]
+
+
+def _unflagged(schema: pa.Schema) -> pa.Schema:
+    return schema.remove(schema.get_field_index(DELETE_FLAG)) if DELETE_FLAG in schema.names else schema
 
 
 @dataclass(frozen=True, order=True)
@@ -95,8 +101,13 @@ class FileGroup:
         return unflushed
 
     def _check(self, header: WalHeader, where: str) -> None:
-        check_schema(self.schema, flagged_schema(header.schema), f"the schema of WAL {where}",
-                     "the table's schema")
+        """A block's rows are read up to the table's schema: its own must be that schema
+        or an older one of the table."""
+        try:
+            changes(_unflagged(header.schema), _unflagged(self.schema))
+        except SchemaEvolutionError:
+            check_schema(self.schema, flagged_schema(header.schema), f"the schema of WAL {where}",
+                         "the table's schema (or an older one of it)")
 
     def _see(self, producer_seqs: Mapping[bytes, int]) -> None:
         for producer, seq in producer_seqs.items():
@@ -107,9 +118,12 @@ class FileGroup:
         return seq <= self.high_water.get(producer, -1)
 
     def open_block(self, generation: int) -> Block:
-        """The block new frames go to (started, of ``generation``, when there is none open)."""
+        """The block new frames go to (started, of ``generation``, when there is none open,
+        or the open one is of another schema: sealed then)."""
         if self.blocks and not self.blocks[-1].sealed:
-            return self.blocks[-1]
+            if self.blocks[-1].header.schema.equals(self.schema):
+                return self.blocks[-1]
+            self.blocks[-1].seal()
         header = WalHeader(
             table=self.table,
             partition=self.key.partition,

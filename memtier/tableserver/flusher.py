@@ -4,9 +4,11 @@ that acknowledges writes; or inline, in the table server's own process.
 
 The worker is a child process (running :func:`main`) serving one
 flush at a time over two pipes. A flush is two requests, as :class:`FlushJob` is two
-steps: ``plan`` (a JSON header naming, for each file group, where its rows lie in the WAL
-stream, which the worker reads itself; only the rows of blocks of older versions follow
-as Arrow IPC streams; the reply names the files, for the master's inflight instant) and
+steps: ``plan`` (a JSON header naming the table's schema the table server writes it under,
+and, for each file group, where its rows lie in the WAL stream, which the worker reads
+itself; only the rows of blocks of older versions, or written under an older schema,
+follow as Arrow IPC streams; the reply names the files, for the master's inflight
+instant) and
 ``write`` (the reply: the write stats of the files, written durably).
 
 Nothing acknowledged depends on the worker. If it dies mid-flush, the table server sees
@@ -40,6 +42,7 @@ import pyarrow as pa
 from memtier.errors import CommitFailedError, MemtierError
 from memtier.gcpauses import freeze_startup
 from memtier.hudi.deletes import flagged_schema
+from memtier.hudi.schema import decode_schema, encode_schema
 from memtier.hudi.tablemeta import TableMeta
 from memtier.io import FileIO, open_fileio, read_gently
 from memtier.placement import pin
@@ -214,6 +217,7 @@ class ProcessFlusher:
             try:
                 result = worker.call({
                     "op": "plan", "path": meta.base_path, "storage_options": meta.io.storage_options,
+                    "schema": encode_schema(meta.schema), "schema_version": meta.schema_version,
                     "wal": self._wal.root, "wal_options": self._wal.storage_options,
                     "instant": instant, "groups": [[g.partition, g.file_id, g.new] for g in groups],
                     "refs": [_refs(r) for r in rows],
@@ -293,9 +297,10 @@ def serve(requests: Connection, replies: Connection) -> None:
                 sent = [table_from_ipc(requests.recv_bytes())
                         for refs in header["refs"] if refs is None]
                 meta = metas.get(header["path"])
-                if meta is None or any(t.schema != flagged_schema(meta.physical) for t in sent):
+                if meta is None or meta.schema_version != header["schema_version"]:
                     io = open_fileio(header["path"], header["storage_options"] or None)
-                    meta = metas[header["path"]] = TableMeta.load(io, header["path"])
+                    meta = metas[header["path"]] = TableMeta.load(io, header["path"]).with_schema(
+                        decode_schema(header["schema"]), header["schema_version"])
                 wal = wals.get(header["wal"])
                 if wal is None:
                     wal = wals[header["wal"]] = open_fileio(header["wal"], header["wal_options"] or None)

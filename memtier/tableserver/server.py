@@ -11,7 +11,6 @@ rows stay in the WAL) and read back when a reader or a flush needs them.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import logging
 import threading
@@ -32,10 +31,12 @@ from memtier.errors import (
     MemtierError,
     NotOwnerError,
     RpcError,
+    SchemaEvolutionError,
     TransactionError,
     WalClosedError,
 )
 from memtier.hudi.deletes import DELETE_FLAG, flagged_schema, prepare_write
+from memtier.hudi.evolution import merge, project
 from memtier.hudi.filenames import bucket_file_id, bucket_or_none
 from memtier.hudi.filters import Filter, pinned_values, validate
 from memtier.hudi.fsview import FileSystemView, pending_clustering
@@ -146,10 +147,43 @@ class _Table:
         """Its blocks still open (one per file group at most)."""
         return [g.blocks[-1] for g in list(self.groups.values()) if g.blocks and not g.blocks[-1].sealed]
 
-    @functools.cached_property
+    _stored: tuple[TableMeta, pa.Schema] | None = None
+    _fitting: tuple[TableMeta, pa.Schema] | None = None
+
+    @property
     def stored_schema(self) -> pa.Schema:
-        """The schema of its rows in memory and the WAL: the physical one, delete flag last."""
-        return flagged_schema(self.meta.physical)
+        """The schema of the rows it writes into memory and the WAL now (blocks written
+        under an older schema keep theirs)."""
+        return self.stored_for(self.meta)
+
+    def stored_for(self, meta: TableMeta) -> pa.Schema:
+        """The schema rows written under ``meta`` are stored with: its physical schema,
+        delete flag last (made once per schema)."""
+        known = self._stored
+        if known is None or known[0] is not meta:
+            known = self._stored = (meta, flagged_schema(meta.physical))
+        return known[1]
+
+    def fits(self, meta: TableMeta, schema: pa.Schema) -> bool:
+        """Whether write batches of ``schema`` fit the table as ``meta`` has it (no column or
+        type it lacks); the last such schema is remembered (most batches share one)."""
+        if self._fitting is not None and self._fitting[0] is meta and self._fitting[1].equals(schema):
+            return True
+        if merge(meta.schema, schema, meta.roles)[1]:
+            return False
+        self._fitting = (meta, schema)
+        return True
+
+    def adopt(self, meta: TableMeta) -> None:
+        """Write under ``meta``'s (newer) schema from now on; the caller holds every file
+        group's lock and seals the open blocks."""
+        self.meta = meta
+        for group in self.groups.values():
+            group.schema = self.stored_for(meta)
+
+
+class _SchemaMoved(Exception):
+    """The table's schema changed while a write was prepared under the one before."""
 
 
 @dataclass
@@ -364,40 +398,93 @@ class TableServer:
         if batch.num_rows == 0:
             return WriteAck(0, 0, 0, 0)
         self._check_txn(txn_id)
-        meta = t.meta
-        logical = prepare_write(
-            batch, meta.schema, key_fields=meta.config.record_key_fields,
-            partition_fields=meta.config.partition_fields, ordering_field=meta.config.ordering_field,
-        )
-        physical = conform(logical, t.stored_schema)
-        groups = _file_group_rows(meta, physical, producer_bucket(producer_id, producer_seq, meta.config.buckets or 1))
-        buckets = {b for _, b, _ in groups}
-        self._check_owned(t, buckets)
-        whole = physical.combine_chunks().to_batches()[0]  # the rows as they came: never reordered
-        pieces = [
-            (FileGroupKey(partition, t.file_ids.get((partition, bucket)) or bucket_file_id(bucket)),
-             Selection(whole.num_rows) if rows is None else Selection.of(rows.astype(np.int32, copy=False)))
-            for partition, bucket, rows in groups
-        ]
-        # (``nbytes`` takes ~12 us to find the batch's size)
-        nbytes = whole.get_total_buffer_size() + sum(p.positions.nbytes for _, p in pieces if p.positions is not None)
-        evicted = self._admit(nbytes)
-        failpoints.hit(failpoints.BEFORE_APPEND)
-        try:
-            rows = self._append(t, whole, buckets, pieces, Share(nbytes, len(pieces)), txn_id, producer_id,
-                                producer_seq)
-        except FencedError:
-            self.reset(t.stream.life)
-            raise
-        except WalClosedError as e:
-            if t.gone:  # given up (or lost) while this write waited: the new owner takes it
-                raise NotOwnerError(f"table {table!r} is no longer served by table server "
-                                    f"{self.server_id}; refresh the routing and retry") from e
-            raise
+        while True:
+            meta = self._schema_for(t, batch)
+            stored = t.stored_for(meta)
+            logical = prepare_write(
+                batch, meta.schema, key_fields=meta.config.record_key_fields,
+                partition_fields=meta.config.partition_fields, ordering_field=meta.config.ordering_field,
+            )
+            physical = conform(logical, stored)
+            groups = _file_group_rows(
+                meta, physical, producer_bucket(producer_id, producer_seq, meta.config.buckets or 1))
+            buckets = {b for _, b, _ in groups}
+            self._check_owned(t, buckets)
+            whole = physical.combine_chunks().to_batches()[0]  # the rows as they came: never reordered
+            pieces = [
+                (FileGroupKey(partition, t.file_ids.get((partition, bucket)) or bucket_file_id(bucket)),
+                 Selection(whole.num_rows) if rows is None else Selection.of(rows.astype(np.int32, copy=False)))
+                for partition, bucket, rows in groups
+            ]
+            # (``nbytes`` takes ~12 us to find the batch's size)
+            nbytes = whole.get_total_buffer_size() + sum(
+                p.positions.nbytes for _, p in pieces if p.positions is not None)
+            evicted = self._admit(nbytes)
+            failpoints.hit(failpoints.BEFORE_APPEND)
+            try:
+                rows = self._append(t, meta, whole, buckets, pieces, Share(nbytes, len(pieces)), txn_id,
+                                    producer_id, producer_seq)
+                break
+            except _SchemaMoved:  # changed while the batch was prepared: prepared again, under the new one
+                continue
+            except FencedError:
+                self.reset(t.stream.life)
+                raise
+            except WalClosedError as e:
+                if t.gone:  # given up (or lost) while this write waited: the new owner takes it
+                    raise NotOwnerError(f"table {table!r} is no longer served by table server "
+                                        f"{self.server_id}; refresh the routing and retry") from e
+                raise
         failpoints.hit(failpoints.BEFORE_ACK)
         self.write_latency.add(time.perf_counter() - started)
         t.acknowledged.add(rows, nbytes)
         return WriteAck(rows, batch.num_rows - rows, len(pieces), evicted)
+
+    def _schema_for(self, t: _Table, batch: pa.Table) -> TableMeta:
+        """The table as ``batch`` is written under: as this server writes it now, or, when
+        the batch has columns or wider types that lacks, as its timeline says (a schema
+        change this server has not applied yet is applied first). A batch that still does
+        not fit is refused (:class:`SchemaEvolutionError`): clients evolve the table first
+        where its ``schema.evolution`` lets them (:meth:`Master.evolve_schema`)."""
+        meta = t.meta
+        if t.fits(meta, batch.schema):
+            return meta
+        meta = self._refresh_schema(t)
+        _, found = merge(meta.schema, batch.schema, meta.roles)
+        if found:
+            raise SchemaEvolutionError(
+                f"the batch does not fit the schema of table {t.name!r} ({'; '.join(map(str, found))}): the "
+                "table's schema must change first (alter_table; clients do it themselves unless the table's "
+                "schema.evolution is off)"
+            )
+        return meta
+
+    def apply_schema(self, table: str, version: int) -> None:
+        """Write ``table`` under its schema ``version`` (or a newer one) from now on, if
+        it is served here: the master changed it."""
+        with self._lock:
+            t = self._tables.get(table)
+        if t is not None and t.meta.schema_version < version:
+            self._refresh_schema(t)
+
+    def _refresh_schema(self, t: _Table) -> TableMeta:
+        """Adopt the table's newest schema (from its timeline) if it is newer than the one
+        this server writes: every open block is sealed (a block's rows keep the schema it
+        was written under, in memory and in the WAL) and blocks opened from now on are
+        of the newer one. The table as it is now written."""
+        location = self._master.table_location(t.name)
+        newest = TableMeta.load(open_fileio(location.path, location.storage_options), location.path)
+        groups = sorted(list(t.groups.values()), key=lambda g: g.key)
+        with _all_held([g.lock for g in groups]):
+            if newest.schema_version > t.meta.schema_version:
+                for group in groups:
+                    group.seal_open()
+                t.adopt(newest)
+                with t.generation_lock:
+                    t.generation += 1
+                    t.open_bytes = 0
+                log.info("%s writes %s under schema version %d", self.server_id, t.name, newest.schema_version)
+            return t.meta
 
     def _admit(self, incoming: int) -> int:
         """Make room for ``incoming`` bytes and take them from the budget at once, so that
@@ -433,6 +520,7 @@ class TableServer:
     def _append(
         self,
         t: _Table,
+        meta: TableMeta,
         whole: pa.RecordBatch,
         buckets: set[int],
         pieces: list[tuple[FileGroupKey, Selection]],
@@ -449,13 +537,14 @@ class TableServer:
         stream as one append (the batch written once, each block's frame a selection of
         it, when it goes to several), and added to memory; the wait until they are durable
         (one sync, shared with concurrent writes) comes after the locks are released.
-        Reads see the frames once durable."""
+        Reads see the frames once durable. ``whole`` was prepared under ``meta``: if the
+        table's schema changed since, nothing is appended (:class:`_SchemaMoved`)."""
         with self._lock:
             groups = [t.groups.get(key) for key, _ in pieces]
             for i, (key, _) in enumerate(pieces):
                 if groups[i] is None:
                     groups[i] = t.groups[key] = self._new_group(t, key)
-        payload = frame_payload(t.stored_schema, whole)
+        payload = frame_payload(t.stored_for(meta), whole)
         shared = len(pieces) > 1  # else one frame record of the whole batch
         pending: PendingAppend | None = None
         made: list[tuple[FileGroup, Block, Frame, int]] = []
@@ -466,6 +555,8 @@ class TableServer:
         try:
             with _all_held([g.lock for g in locked]):
                 self._check_owned(t, buckets)
+                if t.meta is not meta:
+                    raise _SchemaMoved
                 fresh = [
                     (group, selection)
                     for group, (_, selection) in zip(groups, pieces, strict=True)
@@ -613,6 +704,7 @@ class TableServer:
         columns: list[str] | None = None,
         buckets: Iterable[int] | None = None,
         key_filters: Sequence[Filter] = (),
+        schema_version: int | None = None,
     ) -> pa.Table:
         """Rows of this server's blocks that the Hudi table lacks as of ``as_of_instant``
         (None: a table with no commits), in write order per file group, with the file
@@ -625,7 +717,9 @@ class TableServer:
         asked for belong to transactions the ``snapshot`` has open or does not know yet,
         shown or not (their outcome may have changed since it was taken: a reader that
         reused an old snapshot asks the master for a new one). Buckets this server does not serve
-        (any more) raise :class:`NotOwnerError`, not an empty answer."""
+        (any more) raise :class:`NotOwnerError`, not an empty answer, as does a read planned
+        under an older ``schema_version`` of the table than this server writes (the rows
+        are those of the table's schema then: blocks written under an older one read up to it)."""
         started = time.perf_counter()
         t = self._table(table)
         checked = validate(key_filters, t.meta.config.record_key_fields)
@@ -634,10 +728,6 @@ class TableServer:
         if wanted is not None:
             self._check_owned(t, wanted)
         unresolved = False
-        stored = t.stored_schema
-        names = list(columns) if columns is not None else list(t.meta.physical.names)
-        names = names if DELETE_FLAG in names else [*names, DELETE_FLAG]
-        schema = pa.schema([stored.field(n) for n in names])
         batches, partitions, file_ids = [], [], []
         with t.publish:  # a flush completing now: its blocks are flushed or not, as for the plan
             missing = [
@@ -647,9 +737,21 @@ class TableServer:
                 for block in list(t.groups[key].blocks)
                 if block.missing_from(as_of_instant)
             ]
+        meta = t.meta  # (after the blocks: each was written under it or an older schema)
+        if schema_version is not None and schema_version != meta.schema_version:
+            if schema_version > meta.schema_version:  # a reader that heard of a change before this server
+                meta = self._refresh_schema(t)
+            if meta.schema_version > schema_version:
+                raise NotOwnerError(f"the schema of table {table!r} changed (version {meta.schema_version}, the "
+                                    f"read's {schema_version}): plan the read again")
+        stored = t.stored_for(meta)
+        names = list(columns) if columns is not None else list(meta.physical.names)
+        names = names if DELETE_FLAG in names else [*names, DELETE_FLAG]
+        schema = pa.schema([stored.field(n) for n in names])
         evicted = [block for _, block in missing if not block.resident]  # read back in one pass
         read_back = dict(zip(map(id, evicted), frames_of(evicted) if evicted else [], strict=True))
         for key, block in missing:
+            current = block.header.schema.equals(stored)
             for frame, rows in _frames_of_keys(block, pinned, read_back.get(id(block))):
                 if snapshot is not None and not snapshot.resolved(frame.txn_id):
                     unresolved = True  # shown (latest) or hidden (committed): either may change
@@ -657,7 +759,7 @@ class TableServer:
                     frame.txn_id, committed_only=committed_only
                 ):
                     continue
-                batches.append(frame.rows_of(names, rows))
+                batches.append(frame.rows_of(names, rows) if current else _read_up(frame, rows, schema))
                 partitions.append((key.partition, batches[-1].num_rows))
                 file_ids.append((key.file_id, batches[-1].num_rows))
         data = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
@@ -833,8 +935,9 @@ class TableServer:
                             block.mark_flushed(instant)
                         t.flushed[group.key] = blocks[-1].block_id
 
+                meta = t.meta  # (every block taken was written under it or an older schema)
                 instant, moved = self._commit_flush(
-                    t, [self._rows(t, g, b, snapshot) for g, b in work], flushed, published
+                    t, meta, [self._rows(t, meta, g, b, snapshot) for g, b in work], flushed, published
                 )
             finally:
                 for _, blocks in work:
@@ -848,21 +951,24 @@ class TableServer:
             return instant, more
 
     def _rows(
-        self, t: _Table, group: FileGroup, blocks: list[Block], snapshot: TxnSnapshot
+        self, t: _Table, meta: TableMeta, group: FileGroup, blocks: list[Block], snapshot: TxnSnapshot
     ) -> tuple[FlushGroup, FlushRows]:
-        """The blocks' committed rows in write order, delete flags included: where they lie
-        in the WAL stream (the flusher reads them there), or, for blocks of older versions,
-        the rows themselves (read back from their block files if evicted)."""
+        """The blocks' committed rows in write order, delete flags included, as ``meta``'s
+        schema has them: where they lie in the WAL stream (the flusher reads them there),
+        or the rows themselves (read back from the WAL if evicted) for blocks written under
+        an older schema (read up to it) and blocks of older versions (from their block files)."""
         new = (group.key.partition, bucket_or_none(group.key.file_id)) not in t.file_ids
         flush_group = FlushGroup(group.key.partition, group.key.file_id, new)
-        placed = [p for b in blocks if (p := b.wal_frames(snapshot.committed)) is not None]
-        if len(placed) == len(blocks):
-            return flush_group, WalRows(FramePlaces.joined([p for p, _ in placed]), sum(n for _, n in placed))
-        batches = [f.batch for b in blocks for f in b.frames() if snapshot.committed(f.txn_id)]
-        return flush_group, pa.Table.from_batches(batches, schema=group.schema)
+        stored = t.stored_for(meta)
+        if all(b.header.schema.equals(stored) for b in blocks):
+            placed = [p for b in blocks if (p := b.wal_frames(snapshot.committed)) is not None]
+            if len(placed) == len(blocks):
+                return flush_group, WalRows(FramePlaces.joined([p for p, _ in placed]), sum(n for _, n in placed))
+        batches = [project(f.batch, stored) for b in blocks for f in b.frames() if snapshot.committed(f.txn_id)]
+        return flush_group, pa.Table.from_batches(batches, schema=stored)
 
     def _commit_flush(
-        self, t: _Table, work: list[tuple[FlushGroup, FlushRows]], flushed: list[FlushedBlock],
+        self, t: _Table, meta: TableMeta, work: list[tuple[FlushGroup, FlushRows]], flushed: list[FlushedBlock],
         published: Callable[[str], None],
     ) -> tuple[str, list[tuple[str, str]]]:
         """One deltacommit through the master: requested, inflight (naming the files the
@@ -879,7 +985,7 @@ class TableServer:
             self._master.commit_inflight(t.name, instant, plan.metadata, life=t.stream.life)
 
         try:
-            plan, stats = self.flusher.run(t.meta, instant, [g for g, _ in work], [r for _, r in work], planned)
+            plan, stats = self.flusher.run(meta, instant, [g for g, _ in work], [r for _, r in work], planned)
             failpoints.hit(failpoints.BEFORE_FLUSH_COMMIT)
             with t.publish:  # no read sees the instant's rows both in its files and in blocks
                 self._master.complete_flush(t.name, instant, stats, flushed, life=t.stream.life)
@@ -918,6 +1024,8 @@ class TableServer:
         reply = self._master.heartbeat(self.server_id, {**self.status(), **(extra or {})},
                                        self.bucket_memory(), life=life)
         if reply.get("registered"):
+            for table, version in (reply.get("schemas") or {}).items():  # changes it missed hearing of
+                self.apply_schema(table, int(version))
             return
         if reply.get("fenced"):
             self.reset(life)
@@ -1097,6 +1205,13 @@ def _frames_of_keys(
         return [(frame, rows) for frame, rows in found]
     frames = block.frames() if read_back is None else read_back
     return [(f, None) for f in frames if all(f.may_hold(c, v) for c, v in pinned.items())]
+
+
+def _read_up(frame: Frame, rows: np.ndarray | None, schema: pa.Schema) -> pa.RecordBatch:
+    """The ``rows`` of a frame of a block written under an older schema, read up to
+    ``schema``: the columns it lacks are null."""
+    held = frame.source.schema.names
+    return project(frame.rows_of([n for n in schema.names if n in held], rows), schema)
 
 
 def _repeated(runs: list[tuple[str, int]]) -> pa.DictionaryArray:

@@ -32,6 +32,7 @@ class TableServerService(ActionService):
             "status": lambda r: s.status(),
             "evict": lambda r: {"freed": s.evict()},
             "fence_txn": lambda r: no_result(s.fence_txn(r["txn_id"])),
+            "apply_schema": lambda r: no_result(s.apply_schema(r["table"], r["version"])),
             "ping": lambda r: {"server_id": s.server_id},
             "arm_failpoint": lambda r: no_result(self._arm(r["point"])),
         })
@@ -55,7 +56,7 @@ class TableServerService(ActionService):
             snapshot=TxnSnapshot.from_dict(snapshot) if snapshot is not None else None,
             committed_only=request.get("committed_only", False),
             columns=request.get("columns"), buckets=request.get("buckets"),
-            key_filters=request.get("key_filters", ()),
+            key_filters=request.get("key_filters", ()), schema_version=request.get("schema_version"),
         )
 
 
@@ -69,13 +70,14 @@ class TableServerProxy(Proxy):
 
     def read(self, table: str, *, as_of_instant: str | None, snapshot: TxnSnapshot | None = None,
              committed_only: bool = False, columns: list[str] | None = None,
-             buckets: Iterable[int] | None = None, key_filters: Sequence[Filter] = ()) -> pa.Table:
+             buckets: Iterable[int] | None = None, key_filters: Sequence[Filter] = (),
+             schema_version: int | None = None) -> pa.Table:
         return self._rpc.get({
             "table": table, "as_of_instant": as_of_instant,
             "snapshot": snapshot.to_dict() if snapshot is not None else None,
             "committed_only": committed_only,
             "columns": columns, "buckets": sorted(buckets) if buckets is not None else None,
-            "key_filters": list(key_filters),
+            "key_filters": list(key_filters), "schema_version": schema_version,
         }, small=bool(pinned_values(key_filters)))  # a lookup answers with its keys' few rows
 
     def acquire(self, table: str, buckets: Sequence[int], *, life: str | None = None) -> None:
@@ -95,6 +97,9 @@ class TableServerProxy(Proxy):
 
     def fence_txn(self, txn_id: int) -> None:
         self._rpc.call("fence_txn", {"txn_id": txn_id})
+
+    def apply_schema(self, table: str, version: int) -> None:
+        self._rpc.call("apply_schema", {"table": table, "version": version})
 
     def ping(self) -> str:
         return self._rpc.call("ping", {})["server_id"]

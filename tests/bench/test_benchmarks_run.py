@@ -52,6 +52,8 @@ RUNS = {
                "--peer-batches", "2", "--visible-batches", "2"],
     "tls": ["-m", "bench.tls", "--batches", "4", "--rows-per-batch", "1000", "--threads", "2", "--buckets", "1",
             "--rounds", "1", "--paced-seconds", "0.5"],
+    "schema_change": ["-m", "bench.schema_change", "--seconds", "3", "--rate", "10", "--rows-per-batch", "200",
+                      "--alters", "2"],
     "write_kinds": ["-m", "bench.write_kinds", "--batches", "3", "--rows-per-batch", "1000",
                     "--buckets", "2", "--rounds", "1"],
     "hdfs_ingest": ["-m", "bench.hdfs_ingest", "--batches", "3", "--rows-per-batch", "1000",

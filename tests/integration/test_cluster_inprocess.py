@@ -383,9 +383,9 @@ def test_a_table_s_blocks_are_sealed_together_and_flushed_a_generation_at_a_time
         rounds: list[set[str]] = []
         commit = server._commit_flush
 
-        def recorded(t: Any, work: Any, flushed: Any, published: Any) -> Any:
+        def recorded(t: Any, meta: Any, work: Any, flushed: Any, published: Any) -> Any:
             rounds.append({f.file_id for f in flushed})
-            return commit(t, work, flushed, published)
+            return commit(t, meta, work, flushed, published)
 
         monkeypatch.setattr(server, "_commit_flush", recorded)
         client.flush("t")

@@ -192,7 +192,7 @@ def test_the_worker_reads_a_flush_s_rows_from_the_wal_committed_frames_only(clus
     assert server.evict() > 0
     assert all(not b.resident for g in t.groups.values() for b in g.blocks)
     snapshot = cluster.master.txn_snapshot()
-    placed = [server._rows(t, g, g.unflushed(), snapshot)[1] for g in t.groups.values()]
+    placed = [server._rows(t, t.meta, g, g.unflushed(), snapshot)[1] for g in t.groups.values()]
     assert all(isinstance(p, WalRows) for p in placed)
     assert sum(p.num_rows for p in placed) == 4000  # every committed row written, none of the open ones
     tx.abort()  # its blocks can flush now, without its rows

@@ -79,7 +79,7 @@ def _backfill(cluster: RpcCluster, batch: pa.Table):  # noqa: ANN202 - (Backfill
     from memtier.spark.options import BACKFILL, SourceOptions
 
     options = SourceOptions.parse({"table": "t", "address": cluster.address}, BACKFILL, "batch write")
-    backfill = Backfill(options, SCHEMA.names)
+    backfill = Backfill(options, SCHEMA)
     return backfill, backfill.write(iter(batch.to_batches()))
 
 
@@ -295,5 +295,5 @@ def test_a_backfill_into_a_copy_on_write_table_is_refused_before_anything_is_beg
                                   table_type="COPY_ON_WRITE")
     options = SourceOptions.parse({"table": "cow", "address": cluster.address}, BACKFILL, "batch write")
     with pytest.raises(InvalidArgumentError, match="copy-on-write"):
-        Backfill(options, SCHEMA.names)
+        Backfill(options, SCHEMA)
     assert cluster.master.meta("cow").timeline().instants == ()

@@ -122,6 +122,23 @@ def test_sync_again_adds_only_new_partitions(tmp_path) -> None:
     assert metastore.partition_names("default", "orders_rt") == {"city=oslo", "city=a%3Ab", "city=rome"}
 
 
+def test_a_schema_change_rewrites_the_columns_of_the_table_and_its_partitions(tmp_path) -> None:
+    """As Hudi's hive-sync alters a table with CASCADE, a file metastore's partitions take
+    the new columns too."""
+    table = _table(tmp_path)
+    metastore = FileMetastore(str(tmp_path / "ms"))
+    sync_table(table.meta, metastore)
+    evolved = SCHEMA.append(pa.field("note", pa.string())).set(3, pa.field("amount", pa.float64()))
+    again = sync_table(table.meta.with_schema(evolved, 1), metastore)
+    assert again.written == ["orders_ro", "orders_rt"] and again.partitions_added == 0
+    for name in ("orders_ro", "orders_rt"):
+        definition = json.loads((tmp_path / "ms" / "default" / name / ".trinoSchema").read_text())
+        assert [c["name"] for c in definition["dataColumns"]][-2:] == ["amount", "note"]
+        for partition in metastore.partition_names("default", name):
+            document = json.loads((tmp_path / "ms" / "default" / name / partition / ".trinoSchema").read_text())
+            assert document["columns"] == definition["dataColumns"]
+
+
 def test_copy_on_write_is_one_table(tmp_path) -> None:
     table = _table(tmp_path, "COPY_ON_WRITE")
     assert sync_table(table.meta, FileMetastore(str(tmp_path / "ms"))).tables == ["orders"]

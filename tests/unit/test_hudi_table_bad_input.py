@@ -38,7 +38,8 @@ def table(tmp_path: Path) -> HudiTable:
 
 
 BAD_WRITES = {
-    "missing column": (pa.table({"id": [3], "ts": [1], "p": ["a"]}), "upsert", SchemaMismatchError, "lacks columns \\['v'\\]"),
+    "missing column": (pa.table({"id": [3], "v": ["x"], "p": ["a"]}), "upsert", SchemaMismatchError,
+                       "lacks columns \\['ts'\\]"),
     "extra column": (pa.table({"id": [3], "ts": [1], "p": ["a"], "v": ["z"], "w": [0]}), "upsert",
                      SchemaMismatchError, "columns \\['w'\\] that the table does not have"),
     "uncastable": (pa.table({"id": ["x"], "ts": [1], "p": ["a"], "v": ["z"]}), "upsert",

@@ -29,7 +29,7 @@ def populated() -> MasterState:
     """A state with a table, its placement and one transaction of each kind."""
     return (
         MasterState()
-        .with_table(TableEntry("t", "s3://bucket/t", {"region": "eu"}, 123))
+        .with_table(TableEntry("t", "s3://bucket/t", {"region": "eu"}, 123, options={"schema.evolution": "off"}))
         .with_assignment("t", {0: "ts-0", 1: "ts-1"})
         .with_txn(txn(1, "committed", ended_ms=2_000))
         .with_txn(txn(2, "aborted", ended_ms=2_000))
@@ -98,7 +98,7 @@ def test_json_round_trip_keeps_everything() -> None:
 
 def test_the_file_is_versioned() -> None:
     body = json.loads(populated().to_json())
-    assert body["format"] == "memtier-master-state" and body["version"] == 2
+    assert body["format"] == "memtier-master-state" and body["version"] == 3
 
 
 def test_a_version_1_file_is_read_with_no_lives_and_nothing_fenced() -> None:
@@ -110,10 +110,20 @@ def test_a_version_1_file_is_read_with_no_lives_and_nothing_fenced() -> None:
     assert loaded.tables == populated().tables and loaded.txns == populated().txns
 
 
+def test_a_version_2_file_is_read_with_no_table_options() -> None:
+    body = json.loads(populated().to_json())
+    body["version"] = 2
+    for table in body["tables"]:
+        del table["options"]
+    loaded = MasterState.from_json(json.dumps(body).encode(), PATH)
+    assert all(dict(t.options) == {} for t in loaded.tables.values())
+    assert loaded.lives == populated().lives
+
+
 def test_an_unknown_version_is_refused_naming_path_and_version() -> None:
     body = json.loads(populated().to_json())
-    body["version"] = 3
-    with pytest.raises(UnknownFormatVersionError, match=r"state\.json.*version 3.*reads 1 and 2"):
+    body["version"] = 4
+    with pytest.raises(UnknownFormatVersionError, match=r"state\.json.*version 4.*reads 1, 2 and 3"):
         MasterState.from_json(json.dumps(body).encode(), PATH)
 
 
