@@ -34,7 +34,7 @@ from memtier.tableserver.service import TableServerProxy
 from tests.support.hudirs import rows
 from tests.support.inprocess import InProcessCluster
 from tests.support.model import bucket_of
-from tests.support.rpccluster import RpcCluster
+from tests.support.rpccluster import CLUSTER_KINDS, RpcCluster, two_servers
 from tests.support.wal import held_blocks
 
 SCHEMA = pa.schema([("id", pa.int64()), ("region", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
@@ -51,15 +51,10 @@ def batch(ids: list[int], **columns: list[Any]) -> pa.Table:
     return pa.table(data)
 
 
-@pytest.fixture(params=["inprocess", "rpc"])
+@pytest.fixture(params=CLUSTER_KINDS)
 def cluster(request: pytest.FixtureRequest, tmp_path) -> Iterator[InProcessCluster | RpcCluster]:
-    config = TableServerConfig(max_batch_rows=LIMIT)
-    kind = InProcessCluster if request.param == "inprocess" else RpcCluster
-    cluster = kind(str(tmp_path / "cluster"), config)
-    cluster.add_server("a")
-    cluster.add_server("b")
-    yield cluster
-    cluster.close()
+    with two_servers(request.param, str(tmp_path / "cluster"), TableServerConfig(max_batch_rows=LIMIT)) as cluster:
+        yield cluster
 
 
 @pytest.fixture

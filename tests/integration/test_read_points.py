@@ -18,7 +18,7 @@ from memtier.client import Client, Transaction
 from memtier.errors import NotFoundError
 from memtier.hudi.keys import bucket_ids
 from tests.support.inprocess import InProcessCluster
-from tests.support.rpccluster import RpcCluster
+from tests.support.rpccluster import CLUSTER_KINDS, RpcCluster, two_servers
 
 SCHEMA = pa.schema([("id", pa.int64()), ("region", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
 
@@ -33,13 +33,10 @@ def value(client: Client, key: int) -> list[tuple[int, str]]:
     return list(zip(found.column("ts").to_pylist(), found.column("v").to_pylist(), strict=True))
 
 
-@pytest.fixture(params=["inprocess", "rpc"])
+@pytest.fixture(params=CLUSTER_KINDS)
 def cluster(request: pytest.FixtureRequest, tmp_path) -> Iterator[InProcessCluster | RpcCluster]:
-    cluster = (InProcessCluster if request.param == "inprocess" else RpcCluster)(str(tmp_path / "cluster"))
-    cluster.add_server("a")
-    cluster.add_server("b")
-    yield cluster
-    cluster.close()
+    with two_servers(request.param, str(tmp_path / "cluster")) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from memtier.hudi.tablemeta import TableMeta
 from memtier.io import open_fileio
 from tests.support.hudirs import hudi_rs_read
 from tests.support.inprocess import InProcessCluster
-from tests.support.rpccluster import RpcCluster
+from tests.support.rpccluster import CLUSTER_KINDS, RpcCluster, two_servers
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("city", pa.string()), ("n", pa.int32()),
                     ("st", pa.struct([("x", pa.int32())]))])
@@ -57,14 +57,10 @@ def read(client: Client, mode: str = "latest") -> list[dict]:
     return client.read("t", mode=mode).sort_by("id").to_pylist()
 
 
-@pytest.fixture(params=["inprocess", "rpc"])
+@pytest.fixture(params=CLUSTER_KINDS)
 def cluster(request: pytest.FixtureRequest, tmp_path) -> Iterator[InProcessCluster | RpcCluster]:
-    kind = InProcessCluster if request.param == "inprocess" else RpcCluster
-    cluster = kind(str(tmp_path / "cluster"))
-    cluster.add_server("a")
-    cluster.add_server("b")
-    yield cluster
-    cluster.close()
+    with two_servers(request.param, str(tmp_path / "cluster")) as cluster:
+        yield cluster
 
 
 @pytest.fixture

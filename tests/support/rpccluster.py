@@ -4,6 +4,8 @@ table servers crosses a real RPC connection."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from memtier.certificates import CertificateFiles
@@ -16,6 +18,7 @@ from memtier.rpc import RpcServer
 from memtier.rpc.tls import ServerIdentity
 from memtier.tableserver.server import TableServer
 from memtier.tableserver.service import TableServerProxy, TableServerService
+from tests.support.inprocess import InProcessCluster
 
 
 @dataclass
@@ -73,3 +76,19 @@ class RpcCluster:
         self.master_endpoint.stop()
         for server in self.servers.values():
             server.close()
+
+
+#: The two ways the integration suites run a cluster without Ray: calls in process, or over RPC.
+CLUSTER_KINDS = ("inprocess", "rpc")
+
+
+@contextmanager
+def two_servers(kind: str, root: str, config: TableServerConfig | None = None) -> Iterator[InProcessCluster | RpcCluster]:
+    """A cluster of ``kind`` (one of :data:`CLUSTER_KINDS`) with table servers ``a`` and ``b``."""
+    cluster = (InProcessCluster if kind == "inprocess" else RpcCluster)(root, config or TableServerConfig())
+    try:
+        cluster.add_server("a")
+        cluster.add_server("b")
+        yield cluster
+    finally:
+        cluster.close()
