@@ -3,4 +3,5 @@
 pytest_plugins = [
     "tests.support.fixtures", "tests.support.seaweedfs", "tests.support.trino", "tests.support.hudi_spark",
     "tests.support.hdfs", "tests.support.tls",
+    "tests.support.hms", "tests.support.presto",
 ]

@@ -14,7 +14,7 @@ import pytest
 
 from memtier.catalog import sync_table
 from memtier.hudi import HudiTable
-from tests.support.hms import HiveMetastoreServer, run_hms
+from tests.support.hms import HiveMetastoreServer
 from tests.support.hudi_spark import HudiSpark
 
 pytestmark = pytest.mark.slow
@@ -22,12 +22,6 @@ pytestmark = pytest.mark.slow
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("city", pa.string()), ("amount", pa.float64())])
 COLUMNS = ["id", "ts", "city", "amount"]
 SELECT = "SELECT id, ts, city, amount FROM {}"
-
-
-@pytest.fixture(scope="module")
-def hms() -> Iterator[HiveMetastoreServer]:
-    with run_hms("3.1.3") as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

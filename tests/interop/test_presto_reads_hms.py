@@ -11,39 +11,22 @@ measured by hand), so only Hive 3.1.3 is run."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from memtier.catalog import PRESTO_CONNECTORS, presto_catalog_properties
+from memtier.catalog import presto_catalog_properties
 from memtier.cli import main
 from memtier.hudi import HudiTable
 from memtier.io import join, open_fileio
-from tests.support.hms import HiveMetastoreServer, run_hms
 from tests.support.inprocess import InProcessCluster
-from tests.support.presto import PrestoServer, run_presto
+from tests.support.presto import CATALOGS, PrestoServer
 
 pytestmark = pytest.mark.slow
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("city", pa.string()), ("amount", pa.float64())])
 COLUMNS = ["id", "ts", "city", "amount"]
-#: Catalog names in Presto: one per connector (``hive-hadoop2`` as ``hive``).
-CATALOGS = {connector.split("-")[0]: connector for connector in PRESTO_CONNECTORS}
-
-
-@pytest.fixture(scope="module")
-def hms() -> Iterator[HiveMetastoreServer]:
-    with run_hms("3.1.3") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def presto(hms: HiveMetastoreServer) -> Iterator[PrestoServer]:
-    with run_presto({name: presto_catalog_properties(hms.uri, connector)
-                     for name, connector in CATALOGS.items()}) as server:
-        yield server
 
 
 def _rows(rows: list[Any]) -> list[tuple[Any, ...]]:

@@ -17,9 +17,7 @@ import pyarrow as pa
 import pytest
 
 from memtier.catalog import (
-    PRESTO_CONNECTORS,
     open_metastore,
-    presto_catalog_properties,
     sync_table,
     trino_catalog_properties,
 )
@@ -27,10 +25,10 @@ from memtier.compaction.worker import ServiceWorker
 from memtier.hudi import HudiTable
 from memtier.hudi.adopt import fits_buckets
 from memtier.hudi.fsview import FileSystemView
-from tests.support.hms import HiveMetastoreServer, run_hms
+from tests.support.hms import HiveMetastoreServer
 from tests.support.hudi_spark import HudiSpark, writer_options
 from tests.support.inprocess import InProcessCluster
-from tests.support.presto import PrestoServer, run_presto
+from tests.support.presto import PrestoServer
 from tests.support.trino import TrinoServer
 
 pytestmark = pytest.mark.slow
@@ -38,7 +36,6 @@ pytestmark = pytest.mark.slow
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("city", pa.string()), ("amount", pa.float64())])
 COLUMNS = ["id", "ts", "city", "amount"]
 VERSIONS = (6, 8, 9)
-CATALOGS = {connector.split("-")[0]: connector for connector in PRESTO_CONNECTORS}
 #: engine view -> the table versions it reads (the others fail or return wrong rows: see
 #: ``outcomes``); measured with this module.
 READS: dict[str, tuple[int, ...]] = {
@@ -75,19 +72,6 @@ def _outcome(query: Any, want: list[tuple[Any, ...]]) -> str:
 def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[int, HudiTable]:
     root = tmp_path_factory.mktemp("versions")
     return {v: written(root, v) for v in VERSIONS}
-
-
-@pytest.fixture(scope="module")
-def hms() -> Iterator[HiveMetastoreServer]:
-    with run_hms("3.1.3") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def presto(hms: HiveMetastoreServer) -> Iterator[PrestoServer]:
-    with run_presto({name: presto_catalog_properties(hms.uri, connector)
-                     for name, connector in CATALOGS.items()}) as server:
-        yield server
 
 
 def _check(outcomes: dict[str, dict[int, str]]) -> None:

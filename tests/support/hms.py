@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+import pytest
+
 from memtier.catalog.hivemetastore import HiveMetastore
 from memtier.errors import MetastoreError
 from tests.support import servers
@@ -108,3 +110,10 @@ def run_hms(version: str = VERSIONS[-1], *, port: int | None = None,
     finally:
         servers.stop(process)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def hms() -> Iterator[HiveMetastoreServer]:
+    """A Hive Metastore 3.1.3 the interop suites share, each in databases of its own."""
+    with run_hms("3.1.3") as server:
+        yield server

@@ -23,7 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from memtier.catalog import PRESTO_CONNECTORS, presto_catalog_properties
 from tests.support import servers
+from tests.support.hms import HiveMetastoreServer
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = os.environ.get("MEMTIER_PRESTO_VERSION", "0.287")
@@ -142,3 +146,15 @@ def run_presto(catalogs: Mapping[str, str], *, heap: str = "768M") -> Iterator[P
     finally:
         servers.stop(process)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+#: Catalog names in Presto: one per connector (``hive-hadoop2`` as ``hive``).
+CATALOGS = {connector.split("-")[0]: connector for connector in PRESTO_CONNECTORS}
+
+
+@pytest.fixture(scope="session")
+def presto(hms: HiveMetastoreServer) -> Iterator[PrestoServer]:
+    """Presto 0.287 with a catalog per connector (:data:`CATALOGS`) over the shared metastore."""
+    with run_presto({name: presto_catalog_properties(hms.uri, connector)
+                     for name, connector in CATALOGS.items()}) as server:
+        yield server
