@@ -164,6 +164,9 @@ class Workload:
         self._seed = seed
         self._stop = threading.Event()
         self._recent: list[tuple[int, int]] = []  # (key, ts) just acknowledged, for the reader
+        #: keys of deletes not acknowledged yet: a lookup may find them gone or not
+        self._deleting: set[int] = set()
+        self.started = time.monotonic()
         self.stale_reads: list[str] = []
         self.reads = Counter[str]()
         self._threads = [
@@ -174,6 +177,7 @@ class Workload:
         ]
 
     def start(self) -> None:
+        self.started = time.monotonic()
         for thread in self._threads:
             thread.start()
 
@@ -200,9 +204,15 @@ class Workload:
                 gone = ids[: ROWS // 10]
                 keys_of = {"id": gone, "city": [city(k) for k in gone]}
                 began = time.monotonic()
-                if until_acknowledged(self.ledger, self._stop,
-                                      lambda seq, keys_of=keys_of: client.delete("keyed", keys_of, sequence=seq)):
-                    self.ledger.deleted(gone, ts, began)
+                with self.ledger.lock:
+                    self._deleting.update(gone)
+                try:
+                    if until_acknowledged(self.ledger, self._stop,
+                                          lambda seq, keys_of=keys_of: client.delete("keyed", keys_of, sequence=seq)):
+                        self.ledger.deleted(gone, ts, began)
+                finally:
+                    with self.ledger.lock:
+                        self._deleting.difference_update(gone)
             else:
                 rows = pa.table({"id": ids, "ts": [ts] * ROWS, "city": [city(k) for k in ids],
                                  "v": [f"w{writer}-{ts}-{k}" for k in ids]}, schema=KEYED)
@@ -266,10 +276,11 @@ class Workload:
                 for key, ts in recent:
                     found = client.lookup("keyed", [key], columns=["ts"])["ts"].to_pylist()
                     self.reads["lookup"] += 1
-                    with self.ledger.lock:
-                        now = self.ledger.keyed.get(key)
-                    if (not found and now is not None) or (found and found[0] < ts):
-                        self.stale_reads.append(f"key {key}: acknowledged ts {ts}, read {found}")
+                    with self.ledger.lock:  # a delete in flight may or may not have been applied
+                        now, deleting = self.ledger.keyed.get(key), key in self._deleting
+                    if (not found and now is not None and not deleting) or (found and found[0] < ts):
+                        self.stale_reads.append(f"key {key}: acknowledged ts {ts}, read {found} at "
+                                                f"{time.monotonic() - self.started:.2f} s")
                 if n % 40 == 0:
                     client.read("keyed", mode="committed" if n % 80 == 0 else "latest", columns=["id"])
                     self.reads["scan"] += 1
