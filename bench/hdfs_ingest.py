@@ -17,6 +17,13 @@ after a ceiling run of its own, and its ratio is to that run):
 * ``memtier hdfs``: a new table of 1 or 16 buckets on the HDFS cluster;
 * ``memtier local``: the same on local disk.
 
+Then, once per system and bucket count, the files: every batch written and flushed (base
+files), written again as updates and flushed (log files), then compacted, each step timed.
+A flush's rows are those its own commits wrote (read back from their commit metadata: a
+background flush may have taken some before), so ``flush rows/s`` is rows into Hudi files
+per second of the explicit flush; ``compaction rows/s`` is the table's rows per second of
+``compact`` (planning, the pool's merge of every slice, its commit).
+
 ``vs ceiling`` is the median over the rounds of each run's rows/s divided by that of the
 ceiling run just before it (min-max in ``range``). Prints a table; writes
 bench/results/hdfs_ingest.json.
@@ -37,9 +44,10 @@ from typing import Any
 import pyarrow as pa
 
 from bench.batches import make_batches, summarize
-from bench.common import report
+from bench.common import print_table, report
 from bench.ingest import Memtier, write_all
 from memtier.cluster import start_local
+from memtier.hudi import HudiTable
 from tests.support.hdfs import HdfsCluster, run_hdfs
 
 
@@ -79,6 +87,43 @@ def memtier_cell(memtier: Memtier, batches: Sequence[pa.RecordBatch], buckets: i
     return summarize(memtier.name, batches, seconds, acks, buckets=buckets)
 
 
+def flushed_rows(client: Any, name: str, instants: Sequence[str]) -> int:
+    """Rows the flush's own commits wrote into files."""
+    described = client.describe(name)
+    table = HudiTable.open(described["path"], described["storage_options"])
+    timeline = table.timeline()
+    done = {i.timestamp: i for i in timeline.completed()}
+    return sum(stat.num_writes for t in instants if t in done
+               for stat in timeline.read_commit_metadata(table.io, table.path, done[t]).write_stats())
+
+
+def files_cell(memtier: Memtier, batches: Sequence[pa.RecordBatch], buckets: int) -> dict[str, Any]:
+    """Flush into base files, flush updates into log files, compact: rows/s of each."""
+    client = memtier.clients[0]
+    timings: dict[str, Any] = {"system": memtier.name, "buckets": buckets}
+    with memtier.table(batches[0].schema, buckets) as name:
+        client.set_services(name, {"services.compaction-log-files": "1000000",
+                                   "services.compaction-log-fraction": "1e9"})  # only the timed one
+        for step in ("base", "log"):
+            for batch in batches:
+                client.write(name, batch)
+            started = time.monotonic()
+            instants = client.flush(name)
+            seconds = time.monotonic() - started
+            rows = flushed_rows(client, name, instants)
+            timings[f"flush {step} rows/s"] = round(rows / seconds) if seconds else 0
+            timings[f"flush {step} rows"] = rows
+        started = time.monotonic()
+        request = client.compact(name)
+        seconds = time.monotonic() - started
+        if request is None or request["state"] != "completed":
+            raise RuntimeError(f"the compaction did not complete: {request}")
+        total = sum(b.num_rows for b in batches)
+        timings["compaction rows/s"] = round(total / seconds)
+        timings["compaction s"] = round(seconds, 2)
+    return timings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=100)
@@ -102,6 +147,7 @@ def main() -> None:
                 for key, cell in cells.items():
                     before = ceiling(hdfs, batches)
                     runs[key].append((before, cell()))
+            files = [files_cell(m, batches, b) for b in buckets for m in systems]
         finally:
             on_disk.shutdown()
             on_hdfs.shutdown()
@@ -117,7 +163,11 @@ def main() -> None:
     report("hdfs_ingest", header, rows, {
         "args": vars(args) | {"dir": local_root},
         "runs": {key: [{"ceiling": b, "memtier": c} for b, c in pairs] for key, pairs in runs.items()},
+        "files": files,
     })
+    files_header = ["system", "buckets", "flush base rows/s", "flush log rows/s", "compaction rows/s"]
+    print()
+    print_table(files_header, [[f[c] for c in files_header] for f in files])
 
 
 if __name__ == "__main__":
