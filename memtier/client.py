@@ -38,6 +38,7 @@ from memtier.errors import (
     TransactionError,
     UnsupportedTableError,
 )
+from memtier.exchange import AUTOCOMMIT, TxnSnapshot
 from memtier.hudi.avro import META_FIELDS
 from memtier.hudi.cache import SliceCache
 from memtier.hudi.deletes import DELETE_FLAG, prepare_write
@@ -54,7 +55,6 @@ from memtier.hudi.slicereader import conform_columns
 from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
 from memtier.hudi.timeline import Timeline
 from memtier.io import open_fileio
-from memtier.master.state import AUTOCOMMIT, TxnSnapshot
 from memtier.parallel import Prefetch
 from memtier.tableserver.server import FILE_ID_COLUMN, PARTITION_COLUMN, UNRESOLVED, WriteAck
 

@@ -2,7 +2,8 @@
 Metastore over Thrift) so that Trino, Presto and Spark SQL find them by name."""
 
 from memtier.catalog.filemetastore import FileMetastore
-from memtier.catalog.metastore import Metastore, open_metastore
+from memtier.catalog.metastore import Metastore
+from memtier.catalog.metastores import open_metastore
 from memtier.catalog.presto import PRESTO_CONNECTORS, presto_catalog_properties
 from memtier.catalog.sync import CatalogSync, SyncResult, sync_table
 from memtier.catalog.trino import trino_catalog_properties, trino_location

@@ -1,15 +1,15 @@
-"""What catalog sync writes into: a metastore backend, chosen by its URI. A directory (or an
-object-store URI) is a Trino file metastore; ``thrift://host:port`` is a Hive Metastore."""
+"""What catalog sync writes into: a metastore backend (:mod:`memtier.catalog.metastores`
+opens the one a URI names)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 from urllib.parse import urlsplit
 
 from memtier.catalog.tables import HivePartition, HiveTable
 
-__all__ = ["Metastore", "is_hive_metastore", "open_metastore"]
+__all__ = ["Metastore", "is_hive_metastore"]
 
 
 class Metastore(Protocol):
@@ -42,16 +42,3 @@ class Metastore(Protocol):
 
 def is_hive_metastore(uri: str) -> bool:
     return urlsplit(uri).scheme == "thrift"
-
-
-def open_metastore(uri: str, storage_options: Mapping[str, str] | None = None) -> Metastore:
-    """The metastore at ``uri``: ``thrift://host:port`` a Hive Metastore, anything else a
-    Trino file metastore directory (``storage_options`` serve one on an object store)."""
-    if is_hive_metastore(uri):
-        from memtier.catalog.hivemetastore import HiveMetastore
-
-        return HiveMetastore(uri)
-    from memtier.catalog.filemetastore import FileMetastore
-
-    options = dict(storage_options or {}) if urlsplit(uri).scheme not in ("", "file") else None
-    return FileMetastore(uri, options)

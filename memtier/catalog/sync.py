@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memtier.catalog.metastore import Metastore, open_metastore
+from memtier.catalog.metastore import Metastore
+from memtier.catalog.metastores import open_metastore
 from memtier.catalog.tables import check_name, hive_partition, hive_tables
 from memtier.config import CatalogConfig
 from memtier.errors import InvalidArgumentError

@@ -17,13 +17,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import TypeVar
 
-import pyarrow as pa
 import pyarrow.parquet as pq
-
-from memtier.hudi.fsview import FileSystemView
-from memtier.hudi.keyread import GroupKeys, LogKeys
-from memtier.hudi.logfilters import LogFilter
-from memtier.hudi.merge import LogEntry
 
 __all__ = ["SliceCache"]
 
@@ -33,24 +27,16 @@ T = TypeVar("T")
 
 
 def _size(value: object) -> int:
-    if isinstance(value, pa.Table):
-        return value.nbytes
+    """Bytes an entry holds: its ``nbytes`` (tables, decoded log blocks, key columns, key
+    filters and file-system views tell theirs), summed over containers."""
     if isinstance(value, pq.FileMetaData):
         return 4 * value.serialized_size  # decoded, a footer takes a few times its bytes
-    if isinstance(value, LogEntry):
-        return ((value.records.nbytes if value.records is not None else 0)
-                + (value.deleted_keys.nbytes if value.deleted_keys is not None else 0))
     if isinstance(value, (list, tuple)):
         return sum(_size(v) for v in value)
-    if isinstance(value, (GroupKeys, LogKeys)):
-        return value.nbytes
-    if isinstance(value, FileSystemView):
-        return 512 * len(value.file_sizes)  # a few small objects per file listed
     if isinstance(value, dict):
         return sum(_size(v) for v in value.values())
-    if isinstance(value, LogFilter):
-        return sum(len(bloom.encoded) for block in value.blocks for bloom in block.values())
-    return 0
+    nbytes = getattr(value, "nbytes", 0)
+    return nbytes if isinstance(nbytes, int) else 0
 
 
 class SliceCache:

@@ -144,6 +144,11 @@ class FileSystemView:
     #: (partition, file id) -> the completed replacecommit that replaced the file group
     replaced: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
+    @property
+    def nbytes(self) -> int:
+        """About what it takes in memory: a few small objects per file listed."""
+        return 512 * len(self.file_sizes)
+
     @classmethod
     def build(
         cls,

@@ -64,6 +64,11 @@ class LogFilter:
     size: int
     blocks: tuple[Mapping[str, KeyBloom], ...]
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its encoded filters."""
+        return sum(len(bloom.encoded) for block in self.blocks for bloom in block.values())
+
 
 def _folder(meta: TableMeta) -> str:
     return join(meta.base_path, *_DIR)

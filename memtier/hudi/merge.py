@@ -63,6 +63,12 @@ class LogEntry:
     deleted_ordering: pa.Array | None = None
     delete_mask: pa.Array | None = None
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its decoded rows and deleted keys (what a cache of it holds)."""
+        return ((self.records.nbytes if self.records is not None else 0)
+                + (self.deleted_keys.nbytes if self.deleted_keys is not None else 0))
+
 
 def merge_file_group(
     base: pa.Table | None, entries: Sequence[LogEntry], spec: MergeSpec

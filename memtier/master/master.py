@@ -35,6 +35,7 @@ from memtier.errors import (
     TableNotFoundError,
     TransactionError,
 )
+from memtier.exchange import FlushedBlock, TableLocation, TxnSnapshot
 from memtier.hudi.adopt import check_adoptable, fits_buckets
 from memtier.hudi.commit import CommitMetadata, WriteStat, is_avro_container
 from memtier.hudi.evolution import Change, evolve, merge
@@ -58,10 +59,8 @@ from memtier.master.state import (
     MasterStore,
     TableEntry,
     Txn,
-    TxnSnapshot,
 )
 from memtier.master.tasks import COMPLETED, FAILED
-from memtier.tableserver.master_link import FlushedBlock, TableLocation
 from memtier.wal.fence import fence
 from memtier.wal.stream import stream_directory
 

@@ -10,12 +10,11 @@ from typing import Any
 import pyarrow as pa
 
 from memtier.errors import InvalidArgumentError
+from memtier.exchange import FlushedBlock, TableLocation, TxnSnapshot
 from memtier.hudi.properties import DEFAULT_TABLE_VERSION
 from memtier.master.commits import FileGroupRef
 from memtier.master.master import Master
-from memtier.master.state import TxnSnapshot
 from memtier.rpc.roles import ActionService, Proxy, no_result
-from memtier.tableserver.master_link import FlushedBlock, TableLocation
 
 __all__ = ["MasterProxy", "MasterService"]
 

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from memtier.compaction import SERVICES, service_actions
 from memtier.compaction.clean import CleanPolicy, plan_clean
@@ -25,10 +25,13 @@ from memtier.compaction.cluster import plan_clustering
 from memtier.compaction.compact import CompactionPolicy, SliceDebt, plan_compaction, slice_debt
 from memtier.config import ServicesConfig, load
 from memtier.errors import CommitFailedError, InvalidArgumentError, MemtierError, TableNotFoundError
+from memtier.exchange import TableLocation
+from memtier.hudi.commit import CommitMetadata
 from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.plans import CleanerPlan, ClusteringPlan, CompactionPlan
 from memtier.hudi.tablemeta import TableMeta
 from memtier.hudi.timeline import Instant, State
+from memtier.master.commits import FileGroupRef
 from memtier.master.requests import Request, compacted, compaction_targets
 from memtier.master.tasks import (
     COMPLETED,
@@ -41,12 +44,32 @@ from memtier.master.tasks import (
     priority,
 )
 
-if TYPE_CHECKING:
-    from memtier.master.master import Master
-
 __all__ = ["TableServices"]
 
 log = logging.getLogger(__name__)
+
+
+class CommitPath(Protocol):
+    """What the table services need of the master (:class:`~memtier.master.Master`): the
+    tables' metadata and options, and its commit path, through which every instant goes."""
+
+    def service_overrides(self, table: str) -> dict[str, str]: ...
+    def meta(self, table: str) -> TableMeta: ...
+    def table_location(self, table: str) -> TableLocation: ...
+    def begin_planned(
+        self, table: str, action: str, owner: str,
+        make_plan: Callable[[set[FileGroupRef]], tuple[bytes, list[FileGroupRef]] | None],
+    ) -> tuple[str, list[FileGroupRef]] | None: ...
+    def adopt_pending(self, table: str, instant: str, action: str, owner: str,
+                      file_groups: Sequence[FileGroupRef]) -> None: ...
+    def start_pending(self, table: str, instant: str) -> None: ...
+    def revert_to_requested(self, table: str, instant: str) -> None: ...
+    def abort_commit(self, table: str, instant: str, planned: bytes = b"") -> None: ...
+    def complete_commit(
+        self, table: str, instant: str, content: bytes | CommitMetadata, *,
+        file_groups: Sequence[FileGroupRef] = (), check_conflicts: bool | Sequence[str] = False,
+        life: str | None = None,
+    ) -> None: ...
 
 OWNER = "table-services"
 #: Attempts after which a failing task stops being retried (until scheduled again).
@@ -58,7 +81,7 @@ _KEEP_REQUESTS = 256
 class TableServices:
     """Scheduling, tasks and leases of every table of one master; thread-safe."""
 
-    def __init__(self, master: Master, options: Mapping[str, str] | None = None,
+    def __init__(self, master: CommitPath, options: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self._master = master
         self._options = dict(options or {})

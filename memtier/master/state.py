@@ -25,16 +25,15 @@ from types import MappingProxyType
 from typing import Any
 
 from memtier.errors import CorruptFileError, NotFoundError
+from memtier.exchange import TxnSnapshot
 from memtier.io import FileIO
 from memtier.jsonfile import decode
 
 __all__ = [
-    "AUTOCOMMIT",
     "MasterState",
     "MasterStore",
     "TableEntry",
     "Txn",
-    "TxnSnapshot",
 ]
 
 FORMAT = "memtier-master-state"
@@ -44,8 +43,6 @@ VERSION = 3
 #: How many fenced lives the state remembers (a server waking after more fences than
 #: this is still stopped by the WAL fence itself, at its first write).
 KEEP_FENCED = 1024
-#: The transaction id of writes outside any transaction: committed when acknowledged.
-AUTOCOMMIT = 0
 
 OPEN, COMMITTED, ABORTED = "open", "committed", "aborted"
 
@@ -78,37 +75,6 @@ class Txn:
     began_ms: int
     ended_ms: int | None = None
 
-
-@dataclass(frozen=True)
-class TxnSnapshot:
-    """Which transactions a reader sees as committed, fixed at one moment for every server."""
-
-    next_txn: int
-    open: frozenset[int] = frozenset()
-    aborted: frozenset[int] = frozenset()
-
-    def committed(self, txn_id: int) -> bool:
-        if txn_id == AUTOCOMMIT:
-            return True
-        return txn_id < self.next_txn and txn_id not in self.open and txn_id not in self.aborted
-
-    def visible(self, txn_id: int, *, committed_only: bool) -> bool:
-        """Whether a reader sees rows of ``txn_id``: committed readers only committed
-        ones; latest readers every transaction not aborted (open ones too)."""
-        if committed_only:
-            return self.committed(txn_id)
-        return txn_id not in self.aborted
-
-    def resolved(self, txn_id: int) -> bool:
-        """Committed or aborted: a block holding only resolved transactions may flush."""
-        return txn_id == AUTOCOMMIT or (txn_id < self.next_txn and txn_id not in self.open)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"next_txn": self.next_txn, "open": sorted(self.open), "aborted": sorted(self.aborted)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TxnSnapshot:
-        return cls(int(data["next_txn"]), frozenset(data["open"]), frozenset(data["aborted"]))
 
 
 @dataclass(frozen=True)

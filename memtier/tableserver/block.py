@@ -20,10 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from memtier.exchange import TxnSnapshot
 from memtier.hudi.deletes import DELETE_FLAG, flagged_schema
 from memtier.hudi.rows import take_rows
 from memtier.io import FileIO
-from memtier.master.state import TxnSnapshot
 from memtier.tableserver.flush import FramePlaces, PlaceLog
 from memtier.tableserver.keyindex import KeyIndex
 from memtier.wal import FrameRef, PendingAppend, WalFrame, WalHeader, read_frames, read_wal

@@ -4,37 +4,13 @@ against the master object in-process (tests) or over RPC (the cluster) alike."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from memtier.master.state import TxnSnapshot
+from memtier.exchange import FlushedBlock, TableLocation, TxnSnapshot
 
-__all__ = ["FlushedBlock", "MasterLink", "TableLocation"]
-
-
-@dataclass(frozen=True)
-class TableLocation:
-    """Where a table's Hudi files live."""
-
-    name: str
-    path: str
-    storage_options: Mapping[str, str] = field(default_factory=dict)
+__all__ = ["MasterLink"]
 
 
-@dataclass(frozen=True)
-class FlushedBlock:
-    """The last block of a file group a flush wrote (all earlier ones are in it too)."""
-
-    partition: str
-    file_id: str
-    block_id: int
-
-    def to_list(self) -> list[Any]:
-        return [self.partition, self.file_id, self.block_id]
-
-    @classmethod
-    def from_list(cls, item: Sequence[Any]) -> FlushedBlock:
-        return cls(str(item[0]), str(item[1]), int(item[2]))
 
 
 class MasterLink(Protocol):

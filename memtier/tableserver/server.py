@@ -35,6 +35,7 @@ from memtier.errors import (
     TransactionError,
     WalClosedError,
 )
+from memtier.exchange import AUTOCOMMIT, FlushedBlock, TxnSnapshot
 from memtier.hudi.deletes import DELETE_FLAG, flagged_schema, prepare_write
 from memtier.hudi.evolution import merge, project
 from memtier.hudi.filenames import bucket_file_id, bucket_or_none
@@ -47,12 +48,11 @@ from memtier.hudi.schema import conform, to_table
 from memtier.hudi.tablemeta import TableMeta
 from memtier.io import FileIO, join, open_fileio, parent, relpath, sweep_temp_files
 from memtier.latency import LatencyWindow
-from memtier.master.state import AUTOCOMMIT, TxnSnapshot
 from memtier.tableserver.block import Block, Frame, Share, frames_of
 from memtier.tableserver.filegroup import FileGroup, FileGroupKey
 from memtier.tableserver.flush import FlushGroup, FlushRows, FramePlaces, Planned, WalRows
 from memtier.tableserver.flusher import Flusher, InlineFlusher, ProcessFlusher
-from memtier.tableserver.master_link import FlushedBlock, MasterLink
+from memtier.tableserver.master_link import MasterLink
 from memtier.tableserver.memory import MemoryAccount
 from memtier.wal import (
     GroupCommitter,

@@ -11,8 +11,8 @@ import pyarrow as pa
 
 from memtier import failpoints
 from memtier.errors import InvalidArgumentError
+from memtier.exchange import AUTOCOMMIT, TxnSnapshot
 from memtier.hudi.filters import Filter, pinned_values
-from memtier.master.state import AUTOCOMMIT, TxnSnapshot
 from memtier.rpc.roles import ActionService, Proxy, no_result
 from memtier.tableserver.server import TableServer, WriteAck
 

@@ -176,7 +176,7 @@ def test_open_fileio_rejects_bad_input() -> None:
 def test_hdfs_uri_needs_a_name_node() -> None:
     """No HDFS server can run here: check the backend is chosen and a bad URI is refused."""
     pytest.importorskip("hdfs_native")
-    from memtier.hdfsio import HdfsFileIO
+    from memtier.io.hdfs import HdfsFileIO
 
     assert isinstance(open_fileio("hdfs://namenode:8020/tables/t"), HdfsFileIO)
     with pytest.raises(InvalidArgumentError, match="names no NameNode"):

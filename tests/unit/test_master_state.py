@@ -7,15 +7,14 @@ import json
 import pytest
 
 from memtier.errors import CorruptFileError, UnknownFormatVersionError
+from memtier.exchange import AUTOCOMMIT, TxnSnapshot
 from memtier.io import open_fileio
 from memtier.master.state import (
-    AUTOCOMMIT,
     KEEP_FENCED,
     MasterState,
     MasterStore,
     TableEntry,
     Txn,
-    TxnSnapshot,
 )
 
 PATH = "/cluster/_memtier/master/state.json"

@@ -59,7 +59,7 @@ from memtier.errors import (
     StorageError,
     UnsupportedOperationError,
 )
-from memtier.io import AppendFile, Data, FileInfo, FileIO, _pieces, _temp_name, parent
+from memtier.io.base import AppendFile, Data, FileInfo, FileIO, _pieces, _temp_name, parent
 
 __all__ = ["CALL_TIMEOUT_S", "HdfsFileIO"]
 
