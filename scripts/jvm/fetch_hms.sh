@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fetch the Hive Metastores the catalog-sync tests start: Apache Hive's standalone metastore
-# server and what it needs at run time (Hadoop's common and HDFS jars, embedded Derby as its
-# database), from Maven Central through the machine's mvn, into
+# server and what it needs at run time (Hadoop's common and HDFS jars, Hadoop's HDFS client so
+# that it takes tables at hdfs:// locations, embedded Derby as its database), from Maven
+# Central through the machine's mvn, into
 # .cache/hms/hive-metastore-<version>/lib. Versions: the arguments, else 3.1.3 and 4.0.1.
 # Java 17 (scripts/setup.sh) runs them. Safe to run again: it only does what is missing.
 set -euo pipefail
@@ -16,11 +17,38 @@ for excluded in org.eclipse.jetty:'*' com.sun.jersey:'*' org.apache.zookeeper:'*
     EXCLUDED+="<exclusion><groupId>${excluded%%:*}</groupId><artifactId>${excluded#*:}</artifactId></exclusion>"
 done
 
+# The Hadoop that a Hive release builds against (the version of the Hadoop jars fetched with it).
+hadoop_of() {
+    case "$1" in 3.*) echo 3.1.0 ;; *) echo 3.3.6 ;; esac
+}
+
+# Hadoop's HDFS client (DistributedFileSystem, the hdfs:// scheme): hadoop-hdfs has it only as a
+# "provided" dependency, so the runtime classpath above lacks it, and a metastore refuses a table
+# at an hdfs:// location ("No FileSystem for scheme: hdfs"). Its one jar, of the same Hadoop
+# version; what it needs (hadoop-common, protobuf, Jackson) is there already. Fetched on its own
+# so that a metastore fetched before it was added gets it too, and nothing else again.
+fetch_hdfs_client() {
+    local version=$1 hadoop home
+    hadoop=$(hadoop_of "$version")
+    home=.cache/hms/hive-metastore-$version
+    [ -f "$home/lib/hadoop-hdfs-client-$hadoop.jar" ] && return 0
+    echo "==> fetching Hadoop's HDFS client $hadoop (mvn, Maven Central, about 5 MB) into $home/lib"
+    # into a folder of its own, then renamed into lib: a metastore started meanwhile (the cache
+    # may be shared by a running suite) never sees half a jar
+    rm -rf "$home/.hdfs-client"
+    python3 scripts/progress.py mvn -Dstyle.color=never -f "$home/pom.xml" \
+        org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+        -Dartifact="org.apache.hadoop:hadoop-hdfs-client:$hadoop" -DoutputDirectory=.hdfs-client
+    mv "$home/.hdfs-client/hadoop-hdfs-client-$hadoop.jar" "$home/lib/"
+    rmdir "$home/.hdfs-client"
+}
+
 fetch() {
     local version=$1 artifact hadoop home size
-    case "$version" in  # the server's artifact, and the Hadoop that Hive release builds against
-        3.*) artifact=hive-standalone-metastore; hadoop=3.1.0; size="about 50 MB" ;;
-        *) artifact=hive-standalone-metastore-server; hadoop=3.3.6; size="about 125 MB" ;;
+    hadoop=$(hadoop_of "$version")
+    case "$version" in  # the server's artifact
+        3.*) artifact=hive-standalone-metastore; size="about 50 MB" ;;
+        *) artifact=hive-standalone-metastore-server; size="about 125 MB" ;;
     esac
     home=.cache/hms/hive-metastore-$version
     [ -f "$home/.complete" ] && return 0
@@ -60,4 +88,5 @@ versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(3.1.3 4.0.1)
 for version in "${versions[@]}"; do
     fetch "$version"
+    fetch_hdfs_client "$version"
 done
