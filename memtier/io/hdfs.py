@@ -487,9 +487,18 @@ class HdfsFileIO(FileIO):
             time.sleep(0.2)  # the primary DataNode synchronizes the last block's replicas
 
     def truncate(self, path: str, length: int) -> None:
+        """Keep the first ``length`` bytes (HDFS has no truncate in this client: the kept
+        bytes are written anew and the file replaced); refused, changing nothing, when HDFS
+        serves fewer than that, so that a cut never drops bytes it was asked to keep."""
         self.recover_lease(path)
-        if self.info(path).size != length:
-            self.write_atomic(path, self.read_range(path, 0, length))
+        size = self.info(path).size
+        if size < length:
+            raise StorageError(f"{path}: HDFS holds {size} bytes after lease recovery, fewer than the {length} to keep")
+        if size != length:
+            kept = self.read_range(path, 0, length)
+            if len(kept) != length:
+                raise StorageError(f"{path}: HDFS served {len(kept)} of the {length} bytes to keep")
+            self.write_atomic(path, kept)
 
     def rename(self, src: str, dst: str) -> None:
         self.makedirs(parent(dst))
