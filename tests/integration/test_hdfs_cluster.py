@@ -243,8 +243,8 @@ def _stream_through_outage(client: object, table: str, stop: threading.Event, ac
 
 @pytest.mark.xfail(strict=False, raises=CorruptFileError, reason=(
     "open defect (2026-11-28, README Known limits): once in the full suite, the flush after the "
-    "NameNode's restart found a WAL segment cut back after the outage missing a frame a block still "
-    "named ('no intact frame where one was written'); passes alone; kept running so it shows"))
+    "NameNode's restart found a WAL segment reopened after the outage short of a frame ('no intact "
+    "frame where one was written'); passes alone; kept running so it shows"))
 def test_namenode_stopped_and_restarted_mid_stream(cluster: object, hdfs_cluster: HdfsCluster) -> None:
     """The NameNode is SIGKILLed for a while under the stream: a WAL sync waits for it
     (hdfs-native retries it, then the segment is reopened once it answers), a write the
