@@ -35,13 +35,12 @@ from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.timeline import TimelineWriter, new_instant_time
 from tests.support.hdfs import HdfsCluster
 from tests.support.hms import HiveMetastoreServer
+from tests.support.orders import COLUMNS, write_orders
 from tests.support.presto import CATALOGS, PrestoServer, run_presto
 from tests.support.trino import TrinoServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.hdfs]
 
-SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("city", pa.string()), ("amount", pa.float64())])
-COLUMNS = ["id", "ts", "city", "amount"]
 DATABASE = "onhdfs"  # this suite's own database in the shared metastore
 
 
@@ -102,12 +101,7 @@ def test_presto_and_trino_read_a_table_on_hdfs_through_a_hive_metastore(
 ) -> None:
     presto = presto_on_hdfs
     path = hdfs.url("hms", uuid.uuid4().hex, "orders")
-    table = HudiTable.create(path, SCHEMA, record_key="id", ordering_field="ts", partition_fields="city",
-                             buckets=2, storage_options=hdfs.storage_options)
-    table.write(pa.table({"id": [1, 2, 3, 4], "ts": [1, 1, 1, 1], "city": ["oslo", "rome", "oslo", "rome"],
-                          "amount": [10.0, 20.0, 30.0, 40.0]}, schema=SCHEMA))
-    table.write(pa.table({"id": [1, 5], "ts": [2, 1], "city": ["oslo", "lima"], "amount": [11.0, 50.0]},
-                         schema=SCHEMA))  # id 1 into a log file; city=lima a new partition
+    table = write_orders(path, hdfs.storage_options)
     result = sync_table(table.meta, hms.handle(), database=DATABASE, name="orders")
     assert result.partitions == ["city=lima", "city=oslo", "city=rome"]
 

@@ -12,14 +12,12 @@ import pyarrow as pa
 import pytest
 
 from memtier.catalog import FileMetastore, sync_table, trino_catalog_properties
-from memtier.hudi import HudiTable
 from tests.support.hdfs import HdfsCluster
+from tests.support.orders import COLUMNS, write_orders
 from tests.support.trino import TrinoServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.hdfs]
 
-SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("city", pa.string()), ("amount", pa.float64())])
-COLUMNS = ["id", "ts", "city", "amount"]
 
 
 def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
@@ -28,12 +26,7 @@ def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
 
 def test_trino_reads_a_table_on_hdfs(trino: TrinoServer, hdfs: HdfsCluster, tmp_path) -> None:
     path = hdfs.url("trino", uuid.uuid4().hex, "orders")
-    table = HudiTable.create(path, SCHEMA, record_key="id", ordering_field="ts", partition_fields="city",
-                             buckets=2, storage_options=hdfs.storage_options)
-    table.write(pa.table({"id": [1, 2, 3, 4], "ts": [1, 1, 1, 1], "city": ["oslo", "rome", "oslo", "rome"],
-                          "amount": [10.0, 20.0, 30.0, 40.0]}, schema=SCHEMA))
-    table.write(pa.table({"id": [1, 5], "ts": [2, 1], "city": ["oslo", "lima"], "amount": [11.0, 50.0]},
-                         schema=SCHEMA))  # id 1 into a log file; city=lima a new partition
+    table = write_orders(path, hdfs.storage_options)
     metastore = tmp_path / "metastore"
     result = sync_table(table.meta, FileMetastore(str(metastore)), name="orders")
     assert result.partitions == ["city=lima", "city=oslo", "city=rome"]
