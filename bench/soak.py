@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import json
 import os
 import random
 import shutil
@@ -59,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from bench.common import print_table
 from bench.common import report as write_report
@@ -66,14 +68,19 @@ from memtier.errors import CommitFailedError, MemtierError
 
 MASTER = "memtier-master"
 TIMEOUT_S = 2.0
-KINDS = ("kill-ts", "kill-master", "kill-flush-worker", "kill-pool", "pause-ts", "pause-ts-short",
-         "pause-master", "disk-full")
+KINDS = ("kill-ts", "kill-master", "kill-flush-worker", "kill-pool", "kill-spark-driver", "pause-ts",
+         "pause-ts-short", "pause-master", "disk-full")
 WAL_DISK = 32 << 20
 KEYED = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("city", pa.string()), ("v", pa.string())])
 EVENTS = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
+STREAMED = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
 CITIES = ("amsterdam", "berlin", "lisbon", "oslo")
 KEYS_PER_WRITER = 5_000
 ROWS = 200  # rows a write
+BACKFILL_KEYS = range(1_000_000, 1_002_000)  # keys of the keyed table only Spark backfills write
+BACKFILL_ROWS = 300
+FILE_ROWS = 40  # new keys a file of the streaming query's input (as many updates, and repeats)
+REPO = Path(__file__).resolve().parents[1]
 
 
 def city(key: int) -> str:
@@ -288,6 +295,154 @@ class Workload:
                 self.reads[f"failed: {type(e).__name__}"] += 1
 
 
+# == Spark ===================================================================================
+
+
+class SparkDriver:
+    """The Spark driver (bench/soak_spark.py, a process group of its own) and what it is
+    given: the JSON files its streaming query reads into ``streamed`` (each with new keys,
+    updates of earlier ones and repeated rows), and now and then a backfill of the keyed
+    table's :data:`BACKFILL_KEYS`, acknowledged to the ledger once the driver made its
+    ``.done``. Whenever the driver ends (killed, or its query failed) it is started again
+    from its checkpoint."""
+
+    def __init__(self, address: str, workdir: Path, ledger: Ledger, seed: int, file_every: float,
+                 backfill_every: float) -> None:
+        self.address = address
+        self.workdir = workdir
+        self.ledger = ledger
+        self._rng = random.Random(seed * 100 + 7)
+        self._file_every = file_every
+        self._backfill_every = backfill_every
+        for folder in ("in", "backfill"):
+            (workdir / folder).mkdir(parents=True, exist_ok=True)
+        self.input: dict[int, tuple[int, str]] = {}  # key -> its latest (ts, v) in the files dropped
+        self.files = 0
+        self.backfills: list[float] = []  # seconds each acknowledged backfill took
+        self._pending: tuple[Path, pa.Table, float] | None = None  # the backfill asked for, not done
+        self.exits: list[tuple[float, int | None, str]] = []  # (when, exit status, why)
+        self.commits: list[float] = []  # when each micro-batch's commit was first seen
+        self._process: subprocess.Popen[bytes] | None = None
+        self._killed: int | None = None  # pid of the driver the soak killed
+        self._starts = 0
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._supervise, name="soak-spark-driver", daemon=True),
+                         threading.Thread(target=self._feed, name="soak-spark-input", daemon=True)]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def kill(self) -> int:
+        """SIGKILL the driver and its JVM; the pid killed."""
+        process = self._process
+        if process is None or process.poll() is not None:
+            raise RuntimeError("no Spark driver is running")
+        self._killed = process.pid
+        os.killpg(process.pid, signal.SIGKILL)
+        return process.pid
+
+    def close(self) -> None:
+        """Stop feeding and supervising; kill the running driver."""
+        self._stop.set()
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(60)
+        process = self._process
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(60)
+
+    def finish(self) -> str:
+        """:meth:`close`, then one driver takes what is left (``--available-now``) and
+        exits. Its output."""
+        self.close()
+        log = self.workdir / "driver-final.log"
+        with open(log, "wb") as out:
+            done = subprocess.run(self._argv("--available-now"), cwd=REPO, env=self._env(), stdout=out,
+                                  stderr=subprocess.STDOUT, timeout=900)
+        self._acknowledge_backfill()
+        text = log.read_text(errors="replace")
+        if done.returncode != 0 or "done" not in text.splitlines():
+            raise RuntimeError(f"the final Spark driver failed ({done.returncode}):\n{text[-3000:]}")
+        return text
+
+    def expected(self) -> Counter[tuple[int, int, str]]:
+        """The streaming query's input, deduplicated: each key once, with its latest row."""
+        return Counter((key, ts, v) for key, (ts, v) in self.input.items())
+
+    def _argv(self, *extra: str) -> list[str]:
+        return [sys.executable, "-m", "bench.soak_spark", self.address, str(self.workdir), *extra]
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def _supervise(self) -> None:
+        """Start the driver, and again whenever it ended; note each micro-batch commit."""
+        commits = self.workdir / "checkpoint" / "commits"
+        seen: set[str] = set()
+        while not self._stop.wait(0.25):
+            process = self._process
+            if process is None or process.poll() is not None:
+                if process is not None:
+                    why = "killed by the soak" if process.pid == self._killed else self._log_tail(self._starts)
+                    self.exits.append((time.monotonic(), process.returncode, why))
+                self._starts += 1
+                with open(self.workdir / f"driver-{self._starts}.log", "wb") as out:
+                    self._process = subprocess.Popen(self._argv(), cwd=REPO, env=self._env(), stdout=out,
+                                                     stderr=subprocess.STDOUT, start_new_session=True)
+            if commits.exists():
+                now = {p.name for p in commits.iterdir() if p.name.isdigit()}
+                self.commits.extend(time.monotonic() for _ in now - seen)
+                seen |= now
+
+    def _log_tail(self, start: int) -> str:
+        lines = (self.workdir / f"driver-{start}.log").read_text(errors="replace").splitlines()
+        return " | ".join(line.strip() for line in lines[-4:])
+
+    def _feed(self) -> None:
+        """A file for the query every ``file_every`` seconds; a backfill every
+        ``backfill_every`` seconds, the next asked for once the one before is done."""
+        last_backfill = time.monotonic()
+        while not self._stop.wait(self._file_every):
+            self._drop_file()
+            self._acknowledge_backfill()
+            if self._pending is None and time.monotonic() - last_backfill >= self._backfill_every:
+                self._ask_backfill()
+                last_backfill = time.monotonic()
+
+    def _drop_file(self) -> None:
+        self.files += 1
+        n = self.files
+        fresh = range(n * FILE_ROWS, (n + 1) * FILE_ROWS)
+        updated = self._rng.sample(sorted(self.input), min(FILE_ROWS, len(self.input)))
+        rows = [{"id": key, "ts": n, "v": f"f{n}-{key}"} for key in [*fresh, *updated]]
+        rows += self._rng.sample(rows, 5)  # repeated within the file
+        for row in rows:
+            self.input[row["id"]] = (row["ts"], row["v"])
+        partial = self.workdir / "in" / f".{n:06d}.partial"  # a dot: Spark's file source skips it
+        partial.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        partial.rename(self.workdir / "in" / f"{n:06d}.json")
+
+    def _ask_backfill(self) -> None:
+        n = len(self.backfills) + 1
+        keys = sorted(self._rng.sample(BACKFILL_KEYS, BACKFILL_ROWS))
+        rows = pa.table({"id": keys, "ts": [n] * len(keys), "city": [city(k) for k in keys],
+                         "v": [f"b{n}-{k}" for k in keys]}, schema=KEYED)
+        request = self.workdir / "backfill" / f"{n:05d}.parquet"
+        partial = request.with_name(f".{request.name}")
+        pq.write_table(rows, partial)
+        partial.rename(request)
+        self._pending = (request, rows, time.monotonic())
+
+    def _acknowledge_backfill(self) -> None:
+        if self._pending is not None and self._pending[0].with_suffix(".done").exists():
+            _, rows, began = self._pending
+            self.ledger.upserted(rows, "backfill", began)
+            self.backfills.append(time.monotonic() - began)
+            self._pending = None
+
+
 # == the faults ==============================================================================
 
 
@@ -302,8 +457,10 @@ class Fault:
 class Injector:
     """Strikes one fault every ``every`` seconds (each kind once before any repeats)."""
 
-    def __init__(self, cluster: Any, kinds: list[str], every: float, seed: int, wal_disk: Path | None) -> None:
+    def __init__(self, cluster: Any, kinds: list[str], every: float, seed: int, wal_disk: Path | None,
+                 spark: SparkDriver | None) -> None:
         self.cluster = cluster
+        self.spark = spark
         self.kinds = kinds
         self.every = every
         self.rng = random.Random(seed)
@@ -343,6 +500,9 @@ class Injector:
             pid = self.cluster.flush_worker_pid(server)
             if pid is not None:
                 os.kill(pid, signal.SIGKILL)
+        elif kind == "kill-spark-driver":
+            assert self.spark is not None
+            server = f"spark driver {self.spark.kill()}"
         elif kind == "kill-pool":
             server = "svc-0"
             os.kill(self.cluster.pids()[server], signal.SIGKILL)
@@ -407,49 +567,57 @@ def wal_disk(base: Path) -> Iterator[Path | None]:
 # == the check ===============================================================================
 
 
-def check(cluster: Any, ledger: Ledger) -> dict[str, Any]:
-    """Read everything back (memtier latest and committed, then hudi-rs once the table
-    services settled): what is lost, what is doubled, what was never written."""
+def check(cluster: Any, ledger: Ledger, streamed: Counter[tuple[int, int, str]] | None,
+          hudi_spark_dir: Path | None) -> dict[str, Any]:
+    """Read everything back (memtier latest and committed, then hudi-rs and, given a
+    scratch folder, Apache Hudi on Spark once the table services settled): what is lost,
+    what is doubled, what was never written. ``streamed``: the streaming query's
+    deduplicated input, what its table must hold."""
+    from memtier.hudi.routing import bucket_ids
     from memtier.hudi.tablemeta import TableMeta
     from memtier.io import open_fileio
+    from tests.support.hudi_spark import HudiSpark
     from tests.support.hudirs import hudi_rs_read
 
     client = cluster.client()
     expected = {"keyed": ledger.expected_keyed(), "events": Counter(ledger.events)}
     columns = {"keyed": KEYED.names, "events": EVENTS.names}
-    found: dict[str, dict[str, Counter[Any]]] = {}
+    if streamed is not None:
+        expected["streamed"], columns["streamed"] = streamed, STREAMED.names
+    found: dict[tuple[str, str], Counter[Any]] = {}  # (table, reader) -> its rows
 
     def rows(table: pa.Table, name: str) -> Counter[Any]:
         return Counter(zip(*(table.column(c).to_pylist() for c in columns[name]), strict=True))
 
+    paths = {}
     for name in expected:
-        found[f"{name} latest"] = {name: rows(client.read(name), name)}
-        found[f"{name} committed"] = {name: rows(client.read(name, mode="committed"), name)}
+        found[name, "latest"] = rows(client.read(name), name)
+        found[name, "committed"] = rows(client.read(name, mode="committed"), name)
         _flushed(client, name)
-        path = client.describe(name)["path"]
+        path = paths[name] = client.describe(name)["path"]
         deadline = time.monotonic() + 300
         while TableMeta.load(open_fileio(path), path).timeline().pending(None) and time.monotonic() < deadline:
             time.sleep(0.5)  # hudi-rs reads file groups of a pending compaction as planned (README)
-        found[f"{name} hudi-rs"] = {name: rows(hudi_rs_read(path), name)}
-    report: dict[str, Any] = {}
-    wrong = {k for by_table in found.values() for got in by_table.get("keyed", Counter()) - expected["keyed"]
-             for k in [got[0]]} | {w[0] for w in expected["keyed"] - next(iter(found.values()))["keyed"]}
-    from memtier.hudi.routing import bucket_ids
-
-    report["wrong_keys"] = {
+        found[name, "hudi-rs"] = rows(hudi_rs_read(path), name)
+    if hudi_spark_dir is not None:
+        with HudiSpark(hudi_spark_dir) as hudi:
+            for name, path in paths.items():
+                found[name, "hudi-spark"] = rows(hudi.read(path), name)
+    keyed = [got for (name, _), got in found.items() if name == "keyed"]
+    wrong = {row[0] for got in keyed for row in (got - expected["keyed"]) + (expected["keyed"] - got)}
+    report: dict[str, Any] = {"wrong_keys": {
         f"{k} (bucket {int(bucket_ids(pa.table({'id': [k]}), ['id'], 8)[0])})": ledger.history.get(k, [])[-6:]
         for k in sorted(wrong)[:8]
-    }
-    for reader, by_table in found.items():
-        for name, got in by_table.items():
-            want = expected[name]
-            report[reader] = {
-                "expected": sum(want.values()),
-                "lost": sum((want - got).values()),
-                "extra": sum((got - want).values()),
-                "lost_examples": sorted(map(str, want - got))[:5],
-                "extra_examples": sorted(map(str, got - want))[:5],
-            }
+    }}
+    for (name, reader), got in found.items():
+        want = expected[name]
+        report[f"{name} {reader}"] = {
+            "expected": sum(want.values()),
+            "lost": sum((want - got).values()),
+            "extra": sum((got - want).values()),
+            "lost_examples": sorted(map(str, want - got))[:5],
+            "extra_examples": sorted(map(str, got - want))[:5],
+        }
     return report
 
 
@@ -497,21 +665,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     base = Path(args.dir or tempfile.mkdtemp(prefix="memtier-soak-"))
     with wal_disk(base) as disk:
-        kinds = [k for k in args.kinds.split(",") if k != "disk-full" or disk is not None]
+        kinds = [k for k in args.kinds.split(",") if (k != "disk-full" or disk is not None)
+                 and (k != "kill-spark-driver" or args.spark)]
         config = {"cluster.heartbeat-timeout": f"{TIMEOUT_S}s"}
         if disk is not None:
             config["cluster.wal-path"] = str(disk / "wal")
         print(f"[soak] cluster under {base} (WAL: {config.get('cluster.wal-path', 'with the tables')}); "
               f"faults: {', '.join(kinds)} every ~{args.fault_every:g} s for {args.seconds:g} s", flush=True)
         cluster = memtier.start_local(str(base / "data"), table_servers=2, config=config)
+        spark: SparkDriver | None = None
         try:
             client = cluster.client()
             client.create_table("keyed", KEYED, record_key="id", ordering_field="ts", partition_fields="city",
                                 buckets=8)
             client.create_table("events", EVENTS, record_key=None, buckets=4)
+            client.create_table("streamed", STREAMED, record_key="id", ordering_field="ts", buckets=4)
             ledger = Ledger()
             workload = Workload(cluster.client, ledger, args.rate, args.seed)
-            injector = Injector(cluster, kinds, args.fault_every, args.seed, disk)
+            spark = SparkDriver(cluster.address, base / "spark", ledger, args.seed, args.file_every,
+                                args.backfill_every) if args.spark else None
+            injector = Injector(cluster, kinds, args.fault_every, args.seed, disk, spark)
+            if spark is not None:
+                spark.start()
+                _wait_for(lambda: bool(spark.commits), "the Spark driver's first micro-batch", 300)
             started = time.monotonic()
             placements = Placements(cluster, started)
             workload.start()
@@ -527,15 +703,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             injector.stop()
             ended = time.monotonic()
             workload.stop()
+            if spark is not None:
+                print("[soak] the Spark driver takes what is left ...", flush=True)
+                spark.finish()
             placements.stop()
             services.join(60)
             print("[soak] checking ...", flush=True)
-            verdict = check(cluster, ledger)
+            verdict = check(cluster, ledger, spark.expected() if spark is not None else None,
+                            base if args.hudi_spark else None)
         finally:
+            if spark is not None:
+                spark.close()
             cluster.shutdown()
     if args.dir is None:
         shutil.rmtree(base, ignore_errors=True)
-    times = recovery(injector.faults, ledger.acks)
+    spark_faults = [f for f in injector.faults if f.kind == "kill-spark-driver"]
+    times = recovery([f for f in injector.faults if f not in spark_faults], ledger.acks)
+    if spark is not None:  # for the Spark driver: to the next micro-batch committed
+        times.update(recovery(spark_faults, [(t, t) for t in spark.commits]))
     report = {
         "seconds": args.seconds,
         "faults": dict(Counter(f.kind for f in injector.faults)),
@@ -546,6 +731,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "refused_attempts": dict(ledger.failures),
         "write_availability": availability(ledger.acks, started, ended),
         "reads": dict(workload.reads),
+        "spark": None if spark is None else {
+            "files": spark.files, "input_rows_deduplicated": len(spark.input), "micro_batches": len(spark.commits),
+            "backfills": len(spark.backfills), "backfill_s": [round(b, 1) for b in spark.backfills],
+            "driver_exits": [(round(t - started, 1), code, why) for t, code, why in spark.exits]},
         "stale_reads": workload.stale_reads[:10],
         "stale_read_count": len(workload.stale_reads),
         "check": {k: v for k, v in verdict.items() if k != "wrong_keys"},
@@ -599,6 +788,14 @@ class Placements:
         self._thread.join(10)
 
 
+def _wait_for(condition: Callable[[], bool], what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {what} after {timeout:g} s")
+        time.sleep(0.5)
+
+
 def _ask_for_services(cluster: Any, seconds: float, every: float) -> None:
     """A clustering of the keyed table every ``every`` seconds (0: never; compaction and
     cleaning run by policy)."""
@@ -618,6 +815,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--rate", type=float, default=10.0, help="writes a second, per writer")
     parser.add_argument("--dir", default=None)
+    parser.add_argument("--no-spark", dest="spark", action="store_false",
+                        help="no Spark driver (streaming query, backfills) and no kill-spark-driver")
+    parser.add_argument("--file-every", type=float, default=2.0, help="seconds between the query's input files")
+    parser.add_argument("--backfill-every", type=float, default=20.0, help="seconds between Spark backfills")
+    parser.add_argument("--no-hudi-spark", dest="hudi_spark", action="store_false",
+                        help="the checker reads without Apache Hudi on Spark")
     parser.add_argument("--cluster-every", type=float, default=15.0, help="seconds between clusterings (0: none)")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.kinds.split(",")) - set(KINDS))
