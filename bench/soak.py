@@ -64,11 +64,12 @@ import pyarrow.parquet as pq
 
 from bench.common import print_table
 from bench.common import report as write_report
+from bench.soak_hosts import RayHosts
 from memtier.errors import CommitFailedError, MemtierError
 
 MASTER = "memtier-master"
 TIMEOUT_S = 2.0
-KINDS = ("kill-ts", "kill-master", "kill-flush-worker", "kill-pool", "kill-spark-driver", "pause-ts",
+KINDS = ("kill-ts", "kill-master", "kill-flush-worker", "kill-pool", "kill-spark-driver", "host-gone", "pause-ts",
          "pause-ts-short", "pause-master", "disk-full")
 WAL_DISK = 32 << 20
 KEYED = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("city", pa.string()), ("v", pa.string())])
@@ -458,9 +459,10 @@ class Injector:
     """Strikes one fault every ``every`` seconds (each kind once before any repeats)."""
 
     def __init__(self, cluster: Any, kinds: list[str], every: float, seed: int, wal_disk: Path | None,
-                 spark: SparkDriver | None) -> None:
+                 spark: SparkDriver | None, hosts: RayHosts | None) -> None:
         self.cluster = cluster
         self.spark = spark
+        self.hosts = hosts
         self.kinds = kinds
         self.every = every
         self.rng = random.Random(seed)
@@ -503,6 +505,8 @@ class Injector:
         elif kind == "kill-spark-driver":
             assert self.spark is not None
             server = f"spark driver {self.spark.kill()}"
+        elif kind == "host-gone":
+            server = self._host_gone()
         elif kind == "kill-pool":
             server = "svc-0"
             os.kill(self.cluster.pids()[server], signal.SIGKILL)
@@ -528,6 +532,19 @@ class Injector:
         else:
             raise ValueError(f"no fault {kind!r}")
         return Fault(kind, server, at)
+
+
+    def _host_gone(self) -> str:
+        """Every process of a worker node (one hosting a table server, if one does) killed
+        at once; another node started in its place. Which node, and the actors it took."""
+        assert self.hosts is not None
+        pids = self.cluster.pids()
+        on = {name: self.hosts.hosting(pid) for name, pid in pids.items()}
+        serving = [node for name, node in on.items() if node is not None and name.startswith("ts-")]
+        node = self.rng.choice(serving or self.hosts.nodes)
+        killed = set(self.hosts.remove(node))
+        self.hosts.add()
+        return f"{node.name} ({', '.join(n for n, p in pids.items() if p in killed) or 'no memtier actor'})"
 
 
 @contextlib.contextmanager
@@ -667,12 +684,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with wal_disk(base) as disk:
         kinds = [k for k in args.kinds.split(",") if (k != "disk-full" or disk is not None)
                  and (k != "kill-spark-driver" or args.spark)]
+        # host-gone: a Ray cluster of nodes this process owns, the table servers on two
+        # worker nodes ("hosts"), the head (no CPUs) holding the master
+        hosts = RayHosts(base, workers=2, head_cpus=0) if "host-gone" in kinds else None
         config = {"cluster.heartbeat-timeout": f"{TIMEOUT_S}s"}
         if disk is not None:
             config["cluster.wal-path"] = str(disk / "wal")
         print(f"[soak] cluster under {base} (WAL: {config.get('cluster.wal-path', 'with the tables')}); "
               f"faults: {', '.join(kinds)} every ~{args.fault_every:g} s for {args.seconds:g} s", flush=True)
-        cluster = memtier.start_local(str(base / "data"), table_servers=2, config=config)
+        if hosts is None:
+            cluster = memtier.start_local(str(base / "data"), table_servers=2, config=config)
+        else:
+            try:
+                cluster = memtier.start(str(base / "data"), address=hosts.address, table_servers=2, config=config)
+            except BaseException:
+                hosts.close()
+                raise
         spark: SparkDriver | None = None
         try:
             client = cluster.client()
@@ -684,7 +711,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             workload = Workload(cluster.client, ledger, args.rate, args.seed)
             spark = SparkDriver(cluster.address, base / "spark", ledger, args.seed, args.file_every,
                                 args.backfill_every) if args.spark else None
-            injector = Injector(cluster, kinds, args.fault_every, args.seed, disk, spark)
+            injector = Injector(cluster, kinds, args.fault_every, args.seed, disk, spark, hosts)
             if spark is not None:
                 spark.start()
                 _wait_for(lambda: bool(spark.commits), "the Spark driver's first micro-batch", 300)
@@ -715,6 +742,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if spark is not None:
                 spark.close()
             cluster.shutdown()
+            if hosts is not None:
+                hosts.close()
     if args.dir is None:
         shutil.rmtree(base, ignore_errors=True)
     spark_faults = [f for f in injector.faults if f.kind == "kill-spark-driver"]
