@@ -2,11 +2,14 @@
 then a checker that verifies every acknowledged write.
 
     .venv/bin/python -m bench.soak [--seconds 1200] [--fault-every 6] [--seed 1]
-        [--kinds kill-ts,kill-master,...] [--dir DIR] [--rate 20]
+        [--kinds kill-ts,kill-master,...] [--dir DIR] [--rate 10] [--no-spark] [--no-hudi-spark]
+        [--file-every 2] [--backfill-every 20]
 
-The cluster: ``start_local`` with two table servers, a heartbeat timeout of 2 s, and its
-WAL on a small tmpfs of its own (mounted here when run as root; without it the disk-full
-fault is left out). The workload, on its own threads:
+The cluster: two table servers, a heartbeat timeout of 2 s, and its WAL on a small tmpfs
+of its own (mounted here when run as root; without it the disk-full fault is left out).
+With the host-gone fault it runs on a Ray cluster of processes the soak owns
+(bench/soak_hosts.py: a head with no CPUs and two worker nodes, "hosts", on this machine,
+Ray placing the actors), else on ``start_local``. The workload, on its own threads:
 
 * two upsert writers, each on its own keys of a keyed table partitioned by city (8
   buckets): upserts of random keys at increasing ordering values, every fifth write a
@@ -17,23 +20,35 @@ fault is left out). The workload, on its own threads:
   version must never read older) and reading the whole table now and then, latest and
   committed;
 * the table-service pool compacting and cleaning by policy, and a clustering asked for now
-  and then.
+  and then;
+* a Spark driver, a process of its own (bench/soak_spark.py): a Structured Streaming
+  query reading JSON files the soak drops every ``--file-every`` seconds (new keys,
+  updates of earlier ones, rows repeated) into the keyed table ``streamed`` with
+  ``format("memtier")``, and every ``--backfill-every`` seconds a Spark backfill
+  (``df.write.format("memtier")``) of keys of the keyed table no other writer touches,
+  acknowledged to the ledger once the driver says it is done. A driver that ends (killed,
+  or its query failed) is started again from its checkpoint; at the end one more takes
+  what is left (``availableNow``).
 
 Every write is retried with its producer sequence number until acknowledged, as an
 at-least-once writer does, so the checker can be exact: at the end memtier (latest and
-committed), and hudi-rs once the table services settle, must read every acknowledged row
-once with its latest value, every acknowledged delete holding, nothing more.
+committed), and hudi-rs and Apache Hudi on Spark once the table services settle, must read
+every acknowledged row once with its latest value, every acknowledged delete holding,
+nothing more; and ``streamed`` must hold exactly the query's deduplicated input (Spark
+replays micro-batches at least once; the table merges them by key).
 
 Faults, one at a time, every ``--fault-every`` seconds, each kind once before any repeats:
 ``kill-ts`` / ``kill-master`` / ``kill-flush-worker`` / ``kill-pool`` (SIGKILL; Ray starts
-the actor again), ``pause-ts`` (SIGSTOP a table server past the heartbeat timeout, then
+the actor again), ``kill-spark-driver`` (SIGKILL of the driver's process group, its JVM
+with it), ``host-gone`` (every process of a worker node, one hosting a table server if
+one does, SIGKILLed at once; another node is started in its place), ``pause-ts`` (SIGSTOP a table server past the heartbeat timeout, then
 SIGCONT: it must neither acknowledge nor flush for the buckets it lost), ``pause-ts-short``
 (under the timeout: nothing may move), ``pause-master`` (past the timeout: no server may
 be taken for dead), ``disk-full`` (the WAL's file system filled for a few seconds, then
 freed: writes resume by themselves).
 
 Reported: faults by kind with the time from each to the first acknowledged write that
-began after it (p50/p99); rows acknowledged, verified, lost, duplicated; stale reads; the
+began after it (for ``kill-spark-driver``: to the next micro-batch Spark committed) (p50/p99); rows acknowledged, verified, lost, duplicated; stale reads; the
 fraction of seconds in which some write was acknowledged. Writes bench/results/soak.json.
 """
 
@@ -752,6 +767,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         times.update(recovery(spark_faults, [(t, t) for t in spark.commits]))
     report = {
         "seconds": args.seconds,
+        "kinds": kinds,
         "faults": dict(Counter(f.kind for f in injector.faults)),
         "recovery_s": {k: {"p50": percentile(v, 0.5), "p99": percentile(v, 0.99), "max": max(v)}
                        for k, v in times.items()},
