@@ -32,10 +32,13 @@ START_SECONDS = 180.0
 _STARTED = "Ray runtime started"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free now (held open together, so none is given twice)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("", 0))
+        return [s.getsockname()[1] for s in sockets]
 
 
 @dataclass
@@ -80,10 +83,10 @@ class RayHosts:
         # token authentication, one token for every node and for this process (whose
         # ray.init, in memtier.start, then joins)
         os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)})
-        port = _free_port()
+        port, client, dashboard = _free_ports(3)
         self.head = self._start("head", "--head", f"--port={port}", f"--num-cpus={head_cpus}",
-                                "--include-dashboard=false", f"--ray-client-server-port={_free_port()}",
-                                f"--dashboard-port={_free_port()}")
+                                "--include-dashboard=false", f"--ray-client-server-port={client}",
+                                f"--dashboard-port={dashboard}")
         output = re.sub(r"\x1b\[[0-9;]*m", "", self.head.log.read_text(errors="replace"))
         found = re.search(r"Local node IP: ([0-9.]+)", output)
         assert found, f"no node IP in the Ray head's output: {self.head.log}"
@@ -97,11 +100,12 @@ class RayHosts:
 
     def _start(self, name: str, *options: str) -> RayNode:
         log = self._logs / f"ray-{name}.log"
+        listen, grpc, runtime_env, metrics = _free_ports(4)
         with open(log, "wb") as out:
             process = subprocess.Popen(
                 [RAY, "start", "--block", f"--temp-dir={self._temp / name}", "--disable-usage-stats",
-                 f"--dashboard-agent-listen-port={_free_port()}", f"--dashboard-agent-grpc-port={_free_port()}",
-                 f"--runtime-env-agent-port={_free_port()}", f"--metrics-export-port={_free_port()}", *options],
+                 f"--dashboard-agent-listen-port={listen}", f"--dashboard-agent-grpc-port={grpc}",
+                 f"--runtime-env-agent-port={runtime_env}", f"--metrics-export-port={metrics}", *options],
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
         node = RayNode(name, process, log)
