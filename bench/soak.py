@@ -548,7 +548,6 @@ class Injector:
             raise ValueError(f"no fault {kind!r}")
         return Fault(kind, server, at)
 
-
     def _host_gone(self) -> str:
         """Every process of a worker node (one hosting a table server, if one does) killed
         at once; another node started in its place. Which node, and the actors it took."""
@@ -699,10 +698,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with wal_disk(base) as disk:
         kinds = [k for k in args.kinds.split(",") if (k != "disk-full" or disk is not None)
                  and (k != "kill-spark-driver" or args.spark)]
-        # host-gone: a Ray cluster of nodes this process owns, the table servers on two
-        # worker nodes ("hosts"), the head (no CPUs) holding the master
+        # host-gone: a Ray cluster of nodes this process owns, a head with no CPUs and two
+        # worker nodes ("hosts") with one each; Ray places the actors (the master too)
         hosts = RayHosts(base, workers=2, head_cpus=0) if "host-gone" in kinds else None
-        config = {"cluster.heartbeat-timeout": f"{TIMEOUT_S}s"}
+        # flushed WAL segments go at once: the default retention (1 GiB a table and server)
+        # would fill the small WAL disk in minutes, every write refused from then on
+        config = {"cluster.heartbeat-timeout": f"{TIMEOUT_S}s", "wal.retention-bytes": "0"}
         if disk is not None:
             config["cluster.wal-path"] = str(disk / "wal")
         print(f"[soak] cluster under {base} (WAL: {config.get('cluster.wal-path', 'with the tables')}); "

@@ -172,7 +172,12 @@ class TableServerShell:
         self.server.metrics_url = self.metrics.url
         if isinstance(self.server.flusher, ProcessFlusher):
             self.server.flusher.start()  # its start-up runs now, not beside the first flush
-        self.server.join(self.rpc.location)
+        try:
+            self.server.join(self.rpc.location)
+        except RpcError:  # the master restarting too (its host gone): a heartbeat registers once it answers;
+            log.warning("table server %s: master unreachable at start, registering by heartbeat", server_id,
+                        exc_info=True)  # raising here would end the actor for good (Ray never restarts
+            # an actor whose constructor raised)
         interval = config.heartbeat_interval.total_seconds()
         self._heartbeats = _Periodic("memtier-ts-heartbeat", interval, self._heartbeat)
         self._maintenance = _Periodic("memtier-ts-maintain", interval, self.server.maintain)

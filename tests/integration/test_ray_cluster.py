@@ -238,3 +238,31 @@ def test_sigkill_during_a_write_stream_loses_no_acknowledged_row(
     client.flush(table)
     flushed = hudi_rs_read(path).column("id").to_pylist()
     assert sorted(flushed) == sorted(set(flushed)) and set(acked) <= set(flushed)
+
+
+def test_a_table_server_started_before_its_master_answers_registers_once_it_does(
+    cluster: object, tmp_path: Path
+) -> None:
+    """A host holding the master and a table server gone: Ray starts both again elsewhere,
+    and the server's constructor may run before the master listens (found by the chaos
+    soak: the server's start failed on the unreachable master, and Ray never restarts an
+    actor whose constructor raised, so the cluster lost that server for good)."""
+    import socket
+
+    from memtier.cluster import MasterShell, TableServerShell
+    from memtier.master.service import MasterProxy
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    location = f"grpc://127.0.0.1:{port}"  # nothing listens there yet
+    server = ray.remote(TableServerShell).options(num_cpus=0).remote(
+        "ts-early", location, str(tmp_path / "wal"), {}, {}, None)
+    assert ray.get(server.location.remote(), timeout=120)  # started, not failed
+    master = ray.remote(MasterShell).options(num_cpus=0).remote(str(tmp_path / "data"), port, {}, None, {}, {})
+    try:
+        assert ray.get(master.location.remote(), timeout=120) == location
+        wait_until(lambda: "ts-early" in MasterProxy(location).servers(), "the early server to register")
+    finally:
+        ray.kill(server, no_restart=True)
+        ray.kill(master, no_restart=True)
