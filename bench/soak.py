@@ -483,10 +483,12 @@ class Injector:
         self.rng = random.Random(seed)
         self.wal_disk = wal_disk
         self.faults: list[Fault] = []
+        self.started = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="soak-faults", daemon=True)
 
     def start(self) -> None:
+        self.started = time.monotonic()
         self._thread.start()
 
     def stop(self) -> None:
@@ -500,9 +502,13 @@ class Injector:
                 order = self.rng.sample(self.kinds, len(self.kinds))
             kind = order.pop(0)
             try:
-                self.faults.append(self.strike(kind))
+                fault = self.strike(kind)
             except Exception as e:  # noqa: BLE001 - a fault that could not be struck is reported
-                print(f"  could not strike {kind}: {e!r}", flush=True)
+                print(f"  could not strike {kind}: {e!r}"[:500], flush=True)
+                continue
+            self.faults.append(fault)  # and printed as struck, so a run that dies still has its log
+            print(f"[fault] {fault.at - self.started:7.2f} s  {kind}  {fault.target}  held {fault.held_s:.2f} s",
+                  flush=True)
 
     def strike(self, kind: str) -> Fault:
         servers = sorted(self.cluster.table_servers)
@@ -713,10 +719,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         else:
             try:
                 cluster = memtier.start(str(base / "data"), address=hosts.address, table_servers=2, config=config)
+                cluster.owns_ray = True  # its start connected this process: leave before the nodes go
             except BaseException:
                 hosts.close()
                 raise
         spark: SparkDriver | None = None
+        spark_failed: str | None = None
         try:
             client = cluster.client()
             client.create_table("keyed", KEYED, record_key="id", ordering_field="ts", partition_fields="city",
@@ -748,7 +756,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             workload.stop()
             if spark is not None:
                 print("[soak] the Spark driver takes what is left ...", flush=True)
-                spark.finish()
+                try:
+                    spark.finish()
+                except RuntimeError as e:  # the cluster refusing the stream still: checked as it stands
+                    spark_failed = str(e)[-1500:]
+                    print(f"[soak] {spark_failed}", flush=True)
             placements.stop()
             services.join(60)
             print("[soak] checking ...", flush=True)
@@ -777,6 +789,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "refused_attempts": dict(ledger.failures),
         "write_availability": availability(ledger.acks, started, ended),
         "reads": dict(workload.reads),
+        "spark_final_driver_failed": spark_failed,
         "spark": None if spark is None else {
             "files": spark.files, "input_rows_deduplicated": len(spark.input), "micro_batches": len(spark.commits),
             "backfills": len(spark.backfills), "backfill_s": [round(b, 1) for b in spark.backfills],
@@ -873,7 +886,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown fault kinds {unknown}; there are {list(KINDS)}")
     report = run(args)
-    bad = report["stale_read_count"] or any(v["lost"] or v["extra"] for v in report["check"].values())
+    bad = (report["stale_read_count"] or report["spark_final_driver_failed"]
+           or any(v["lost"] or v["extra"] for v in report["check"].values()))
     return 1 if bad else 0
 
 
