@@ -6,8 +6,9 @@ process group: the driver and its JVM) and start it again from its checkpoint.
 Under WORKDIR (laid out by :class:`bench.soak.SparkDriver`):
 
 * ``in/``: JSON files the soak drops (``id``, ``ts``, ``v``), read by a Structured
-  Streaming query, one file a micro-batch, into the memtier table ``streamed`` through
-  ``format("memtier")`` (checkpoint in ``checkpoint/``);
+  Streaming query into the memtier table ``streamed`` through ``format("memtier")``,
+  up to 20 files a micro-batch (a driver started again has a
+  backlog to catch up on; checkpoint in ``checkpoint/``);
 * ``backfill/``: backfill requests, ``NAME.parquet`` rows of the keyed table; each is
   written with ``df.write.format("memtier")`` into ``keyed`` (again after a failure, or
   after a restart that found no ``NAME.done``), then ``NAME.done`` is made.
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
 
     spark = local_session("memtier-soak")
     memtier.spark.register(spark, address=args.address)
-    stream = (spark.readStream.schema(STREAM_SCHEMA).option("maxFilesPerTrigger", 1)
+    stream = (spark.readStream.schema(STREAM_SCHEMA).option("maxFilesPerTrigger", 20)
               .json(str(args.workdir / "in")))
     writer = (stream.writeStream.format("memtier").option("table", STREAMED)
               .option("checkpointLocation", str(args.workdir / "checkpoint")))
