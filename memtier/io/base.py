@@ -161,8 +161,13 @@ class FileIO(ABC):
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         """Up to ``length`` bytes from ``offset`` (fewer at end of file)."""
 
-    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes | bytearray]:
-        """The bytes of each ``(offset, length)`` range of a file (fewer at its end)."""
+    def read_ranges(
+        self, path: str, ranges: Sequence[tuple[int, int]], *, synced: bool = False
+    ) -> list[bytes | bytearray]:
+        """The bytes of each ``(offset, length)`` range of a file (fewer at its end).
+        ``synced``: the caller knows every byte of the ranges was written and synced (a
+        WAL's acknowledged frames), so a store whose view of a file still open can lag
+        (HDFS) must serve them all or fail, never answer short."""
         return [self.read_range(path, offset, length) for offset, length in ranges]
 
     @abstractmethod

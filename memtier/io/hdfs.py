@@ -338,9 +338,14 @@ class HdfsFileIO(FileIO):
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         return self.read_ranges(path, [(offset, length)])[0]
 
-    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes | bytearray]:
+    def read_ranges(
+        self, path: str, ranges: Sequence[tuple[int, int]], *, synced: bool = False
+    ) -> list[bytes | bytearray]:
         """Complete blocks through hdfs-native; the bytes of a block still being written
-        (a file open for appends) through WebHDFS, one request for all ranges' parts."""
+        (a file open for appends) through WebHDFS, one request for all ranges' parts: at
+        least what the NameNode counts synced, or with ``synced`` every byte asked for
+        (the NameNode's count can lag an hsync: a WAL reading its acknowledged frames
+        must never get fewer bytes than it wrote)."""
         reader = self._call("open", path, self._client.read, self._p(path))
         complete = len(reader)  # of a file still open: its complete blocks only
         reads: list[bytes | bytearray] = [
@@ -350,11 +355,11 @@ class HdfsFileIO(FileIO):
         open_ended = [i for i, (offset, length) in enumerate(ranges) if offset + length > complete]
         if not open_ended:
             return reads
-        visible = self.info(path).size  # what the last hsync of a file still open covers
-        if visible <= complete:
-            return reads  # closed (or nothing synced in its last block yet)
         lo = max(complete, min(ranges[i][0] for i in open_ended))
         hi = max(sum(ranges[i]) for i in open_ended)
+        visible = hi if synced else self.info(path).size  # what the last hsync of a file still open covers
+        if visible <= complete:
+            return reads  # closed (or nothing synced in its last block yet)
         tail = self._webhdfs_read(path, lo, hi - lo, at_least=max(0, min(visible, hi) - lo))
         for i in open_ended:
             offset, length = ranges[i]

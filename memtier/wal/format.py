@@ -777,7 +777,8 @@ def decode_frames_at(
         if isinstance(record, _Record) and record.kind is RecordKind.ROWS and record.payload_ok:
             writes[offset] = (record, [i])
         elif isinstance(record, str) or record.kind is not RecordKind.FRAME or not record.payload_ok:
-            raise CorruptFileError(path, base + offset, f"no intact frame where one was written: {_why(record)}")
+            raise CorruptFileError(path, base + offset, f"no intact frame where one was written: {_why(record)} "
+                                   f"({data.size} bytes read from byte {base})")
         else:
             payload = data.slice(offset + RECORD_HEADER_SIZE, record.payload_length)
             frames[i] = WalFrame(

@@ -116,8 +116,9 @@ class WalStorage(ABC):
         """Up to ``length`` bytes from ``offset``."""
 
     @abstractmethod
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[pa.Buffer]:
-        """The bytes of each ``(offset, length)`` range (fewer at the end)."""
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], *, synced: bool = False) -> list[pa.Buffer]:
+        """The bytes of each ``(offset, length)`` range (fewer at the end); ``synced``:
+        the caller knows every byte of them synced (:meth:`FileIO.read_ranges`)."""
 
     @abstractmethod
     def size(self) -> int: ...
@@ -217,8 +218,8 @@ class FileStorage(WalStorage):
         mapped = self.fileio.mmap(self.path)
         return pa.py_buffer(mapped if mapped is not None else self.fileio.read_bytes(self.path))
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[pa.Buffer]:
-        return [pa.py_buffer(data) for data in self.fileio.read_ranges(self.path, ranges)]
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], *, synced: bool = False) -> list[pa.Buffer]:
+        return [pa.py_buffer(data) for data in self.fileio.read_ranges(self.path, ranges, synced=synced)]
 
     def read_range(self, offset: int, length: int) -> bytes:
         return self.fileio.read_range(self.path, offset, length)
@@ -291,7 +292,7 @@ class ObjectStorage(WalStorage):
     def read(self) -> pa.Buffer:
         return pa.py_buffer(b"".join(self.fileio.read_bytes(p.path) for p in self._parts()))
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[pa.Buffer]:
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], *, synced: bool = False) -> list[pa.Buffer]:
         data = self.read()  # one listing of the objects, then slices
         starts = [min(offset, data.size) for offset, _ in ranges]
         return [data.slice(start, min(length, data.size - start)) for start, (_, length) in zip(starts, ranges, strict=True)]

@@ -455,7 +455,7 @@ def read_frames(fileio: FileIO, refs: Sequence[FrameRef], schema: pa.Schema) -> 
         by_segment.setdefault(ref.path, []).append(i)
     for path, indices in by_segment.items():
         spans = _spans(refs, indices)
-        read = wal_storage(fileio, path).read_ranges([(start, end - start) for start, end, _ in spans])
+        read = wal_storage(fileio, path).read_ranges([(start, end - start) for start, end, _ in spans], synced=True)
         for (start, _, members), data in zip(spans, read, strict=True):
             places = [(refs[i].offset - start, refs[i].length) for i in members]
             decoded = decode_frames_at(data, places, refs[members[0]].seed, schema, path, base=start)
