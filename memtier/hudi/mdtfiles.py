@@ -26,19 +26,20 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from io import BytesIO
 from typing import Any
 
 import fastavro
 
+from memtier.hudi.avro import with_meta_fields
 from memtier.hudi.commit import CommitMetadata, RollbackMetadata, WriteStat
 from memtier.hudi.hfile import write_hfile
 from memtier.hudi.logformat import hfile_data_block
 from memtier.hudi.plans import CleanMetadata
 from memtier.hudi.properties import METADATA_PARTITIONS, METADATA_PARTITIONS_INFLIGHT, TableConfig
-from memtier.hudi.timeline import Instant, State, TimelineWriter, timeline_dir
+from memtier.hudi.timeline import Instant, State, Timeline, TimelineWriter, timeline_dir
 from memtier.io import FileIO, basename, join
 
 __all__ = [
@@ -69,14 +70,28 @@ def metadata_table_path(base_path: str) -> str:
 
 @cache
 def record_schema() -> dict[str, Any]:
-    """``HoodieMetadataRecord`` with Hudi's meta fields, as Hudi 1.x writes it in block headers."""
+    """``HoodieMetadataRecord`` with Hudi's meta fields as Hudi 1.0.2 writes it in block
+    headers: the schema of a metadata table none of whose commits names one."""
     text = resources.files("memtier.hudi").joinpath("metadata_record.avsc").read_text()
     return json.loads(text)
 
 
-@cache
-def _parsed_schema() -> Any:
-    return fastavro.parse_schema(record_schema())
+def table_record_schema(io: FileIO, base_path: str) -> dict[str, Any]:
+    """The ``HoodieMetadataRecord`` schema (with meta fields) this metadata table's newest
+    deltacommit names: the one of the Hudi release that wrote it (Hudi 1.1 added fields to
+    column stats; hudi-rs refuses a block whose schema differs from the table's)."""
+    mdt = metadata_table_path(base_path)
+    timeline = Timeline.load(io, mdt, METADATA_LAYOUT)
+    for instant in reversed(timeline.completed(("deltacommit",))):
+        schema = timeline.read_commit_metadata(io, mdt, instant).schema
+        if schema:
+            return with_meta_fields(json.loads(schema))
+    return record_schema()
+
+
+@lru_cache(maxsize=8)
+def _parsed_schema(text: str) -> Any:
+    return fastavro.parse_schema(json.loads(text))
 
 
 def _listed(config: TableConfig, key: str) -> list[str]:
@@ -115,21 +130,23 @@ class FilesChange:
     def __init__(self, files: Mapping[str, Mapping[str, int | None]]) -> None:
         self.files = {p: dict(names) for p, names in files.items() if names}
 
-    def records(self) -> list[tuple[bytes, bytes]]:
-        """The HFile cells (key, Avro value without its key field, as Hudi stores them)."""
+    def records(self, schema: dict[str, Any]) -> list[tuple[bytes, bytes]]:
+        """The HFile cells (key, Avro value of ``schema`` without its key field, as Hudi
+        stores them)."""
         keys = {partition: partition or NON_PARTITIONED for partition in self.files}
         cells = [(ALL_PARTITIONS, PARTITION_LIST, {keys[p]: (0, False) for p in self.files})]
         cells += [(keys[p], FILE_LIST, {name: (size or 0, size is None) for name, size in names.items()})
                   for p, names in self.files.items()]
-        return [(key.encode(), _value(kind, listing)) for key, kind, listing in cells]
+        parsed = _parsed_schema(json.dumps(schema, separators=(",", ":")))
+        return [(key.encode(), _value(parsed, kind, listing)) for key, kind, listing in cells]
 
 
-def _value(kind: int, listing: Mapping[str, tuple[int, bool]]) -> bytes:
+def _value(schema: Any, kind: int, listing: Mapping[str, tuple[int, bool]]) -> bytes:
     record = {"key": "", "type": kind,
               "filesystemMetadata": {name: {"size": size, "isDeleted": deleted}
                                      for name, (size, deleted) in sorted(listing.items())}}
     buffer = BytesIO()
-    fastavro.schemaless_writer(buffer, _parsed_schema(), record)
+    fastavro.schemaless_writer(buffer, schema, record)
     return buffer.getvalue()
 
 
@@ -190,8 +207,8 @@ def record_instant(io: FileIO, base_path: str, instant: Instant, content: bytes)
     writer = TimelineWriter(io, mdt, METADATA_LAYOUT)
     requested = writer.request(instant.timestamp, "deltacommit")
     inflight = writer.inflight(requested)
-    cells = change.records()
-    schema = record_schema()
+    schema = table_record_schema(io, base_path)
+    cells = change.records(schema)
     block = hfile_data_block(write_hfile(cells, {"schema": json.dumps(schema, separators=(",", ":")).encode()}),
                              schema, instant.timestamp)
     name = f".{file_id}_{instant.timestamp}.log.1_{WRITE_TOKEN}"

@@ -6,7 +6,6 @@ metadata deltacommit whose data instant is rolled back is forgotten."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from io import BytesIO
 
@@ -18,27 +17,18 @@ from memtier.hudi.hfile import read_hfile
 from memtier.hudi.logformat import BlockType, HeaderKey, iter_blocks
 from memtier.hudi.mdt import drop_metadata_table, has_metadata_table, metadata_table_path
 from memtier.hudi.mdtfiles import record_instant, record_schema
-from memtier.hudi.properties import (
-    METADATA_PARTITIONS,
-    METADATA_PARTITIONS_INFLIGHT,
-    load_table_config,
-    rewrite_table_config,
-)
+from memtier.hudi.properties import METADATA_PARTITIONS, METADATA_PARTITIONS_INFLIGHT, load_table_config
 from memtier.hudi.timeline import State, Timeline
 from memtier.hudi.writer import rollback_pending
 from memtier.io import join
+from tests.support.metadata_table import add_metadata_table
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64())])
 
 
 def _with_metadata_table(path: str, version: int) -> HudiTable:
     table = HudiTable.create(path, SCHEMA, record_key="id", ordering_field="ts", buckets=1, table_version=version)
-    mdt = metadata_table_path(path)
-    table.io.write_atomic(join(mdt, ".hoodie", "hoodie.properties"), b"hoodie.table.name=t_metadata\n")
-    table.io.write_atomic(join(mdt, "files", ".files-0000-0_00000000000000000.log.1_0-0-0"), b"#HUDI#")
-    table.io.write_atomic(join(mdt, "column_stats", ".col-stats-0000-0_00000000000000001.log.1_0-0-0"), b"#HUDI#")
-    raw = {**table.config.raw, METADATA_PARTITIONS: "files,column_stats", METADATA_PARTITIONS_INFLIGHT: "record_index"}
-    rewrite_table_config(table.io, path, dataclasses.replace(table.config, raw=raw))
+    add_metadata_table(table.io, path, ("files", "column_stats"), ("record_index",))
     return HudiTable.open(path)
 
 
