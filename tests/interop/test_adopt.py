@@ -25,7 +25,13 @@ from memtier.hudi.adopt import fits_buckets
 from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.mdt import has_metadata_table, metadata_table_path
 from memtier.hudi.properties import METADATA_PARTITIONS, load_table_config
-from tests.support.hudi_spark import HUDI_VERSIONS, HudiSpark, writer_options
+from tests.support.hudi_spark import (
+    HUDI_VERSIONS,
+    HudiSpark,
+    assert_metadata_table_current,
+    listed_files,
+    writer_options,
+)
 from tests.support.hudirs import hudi_rs_read, rows
 from tests.support.inprocess import InProcessCluster
 from tests.support.model import TableModel, project
@@ -60,28 +66,6 @@ def expected(model: TableModel) -> list[tuple]:
 def spark(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HudiSpark]:
     with HudiSpark(tmp_path_factory.mktemp("spark"), version=request.param) as session:
         yield session
-
-
-def listed_files(path: str) -> set[tuple[str, str, int]]:
-    """(partition, file name, size) of every data file in the table's partition folders."""
-    table = HudiTable.open(path)
-    found = set()
-    for folder in table.io.list_dir(path):
-        if folder.is_dir and folder.name.startswith("region="):
-            found |= {(folder.name, f.name, f.size) for f in table.io.list_dir(folder.path)
-                      if not f.is_dir and not f.name.endswith(".crc") and f.name != ".hoodie_partition_metadata"}
-    return found
-
-
-def assert_metadata_table_current(spark: HudiSpark, path: str) -> None:
-    """Hudi's view of the table's metadata table (``files`` partition, read as its readers
-    read it) lists exactly the files, with their sizes, that the file system lists."""
-    name = "mdt_" + path.rsplit("/", 2)[-2].replace("-", "_")
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING hudi LOCATION '{path}'")
-    rows = spark.sql(f"CALL validate_metadata_table_files(table => '{name}', verbose => true)")
-    in_metadata = {(r[0], r[1], int(r[5])) for r in rows if r[3] == "true" or r[3] == "True"}
-    assert in_metadata == listed_files(path), rows
-    assert spark.sql(f"CALL validate_metadata_table_files(table => '{name}')") == []
 
 
 def run_pool(cluster: InProcessCluster) -> None:
