@@ -25,6 +25,7 @@ from memtier.hudi.adopt import fits_buckets
 from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.mdt import has_metadata_table, metadata_table_path
 from memtier.hudi.properties import METADATA_PARTITIONS, load_table_config
+from memtier.hudi.timeline import Timeline
 from tests.support.hudi_spark import (
     HUDI_VERSIONS,
     HudiSpark,
@@ -163,3 +164,6 @@ def test_adopt_a_table_hudi_wrote_with_its_defaults(spark: HudiSpark, tmp_path) 
     assert data(table.read()) == expected(model)
     assert data(spark.read(path)) == expected(model)
     assert_metadata_table_current(spark, path)
+    # Hudi's writer compacted the metadata table's log, memtier's deltacommits included
+    metadata_timeline = Timeline.load(table.io, metadata_table_path(path), 2)
+    assert "commit" in {i.action for i in metadata_timeline.completed(None)}
