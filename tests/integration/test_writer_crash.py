@@ -41,13 +41,18 @@ def run_writer(path: str, mode: str) -> subprocess.Popen[str]:
     )
 
 
-def test_killed_between_files_and_completion(tmp_path: Path) -> None:
-    path = str(tmp_path / "tbl")
-    proc = run_writer(path, "die-before-complete")
+def killed_in_batch_1(path: str, mode: str) -> HudiTable:
+    """Run the writer in ``mode``, which acknowledges batch 0 and kills itself in batch 1."""
+    proc = run_writer(path, mode)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGKILL, err
     assert out.splitlines() == ["ACK 0"]
-    table = HudiTable.open(path)
+    return HudiTable.open(path)
+
+
+def test_killed_between_files_and_completion(tmp_path: Path) -> None:
+    path = str(tmp_path / "tbl")
+    table = killed_in_batch_1(path, "die-before-complete")
     pending = table.timeline().pending()
     assert [i.action for i in pending] == ["deltacommit"]  # the dead write's instant
     ours, theirs = both_readers(path)
@@ -72,11 +77,7 @@ def test_killed_between_the_metadata_table_and_the_data_instant(tmp_path: Path) 
     its data instant is pending); the rollback forgets the metadata deltacommit (its log
     file and instant files), and the next write is recorded again."""
     path = str(tmp_path / "tbl")
-    proc = run_writer(path, "die-after-metadata-table")
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == -signal.SIGKILL, err
-    assert out.splitlines() == ["ACK 0"]
-    table = HudiTable.open(path)
+    table = killed_in_batch_1(path, "die-after-metadata-table")
     [pending] = table.timeline().pending()
     mdt = metadata_table_path(path)
     mdt_timeline = Timeline.load(table.io, mdt, 2)
