@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
 from io import BytesIO
@@ -123,12 +124,12 @@ def keeps_files_partition(io: FileIO, base_path: str, config: TableConfig) -> bo
     return names_files_partition(config) and files_file_group(io, base_path) == FILE_ID
 
 
+@dataclass(frozen=True)
 class FilesChange:
     """What one data instant changes in the ``files`` partition: per partition path, file
     name -> size (written) or None (deleted)."""
 
-    def __init__(self, files: Mapping[str, Mapping[str, int | None]]) -> None:
-        self.files = {p: dict(names) for p, names in files.items() if names}
+    files: Mapping[str, Mapping[str, int | None]]
 
     def records(self, schema: dict[str, Any]) -> list[tuple[bytes, bytes]]:
         """The HFile cells (key, Avro value of ``schema`` without its key field, as Hudi
@@ -162,7 +163,7 @@ def files_change(action: str, content: bytes) -> FilesChange | None:
         return FilesChange(written)
     if action == "clean":
         cleaned = CleanMetadata.from_avro(content)
-        return FilesChange({p: dict.fromkeys(names) for p, names in cleaned.deleted.items()})
+        return FilesChange({p: dict.fromkeys(names) for p, names in cleaned.deleted.items() if names})
     return None
 
 
@@ -200,7 +201,6 @@ def record_instant(io: FileIO, base_path: str, instant: Instant, content: bytes)
     change = files_change(action, content)
     if change is None or not change.files:
         return
-    file_id = FILE_ID
     if _has_instant(io, base_path, instant.timestamp):  # a crashed earlier attempt of this instant
         _forget(io, base_path, instant.timestamp)
     mdt = metadata_table_path(base_path)
@@ -211,10 +211,10 @@ def record_instant(io: FileIO, base_path: str, instant: Instant, content: bytes)
     cells = change.records(schema)
     block = hfile_data_block(write_hfile(cells, {"schema": json.dumps(schema, separators=(",", ":")).encode()}),
                              schema, instant.timestamp)
-    name = f".{file_id}_{instant.timestamp}.log.1_{WRITE_TOKEN}"
+    name = f".{FILE_ID}_{instant.timestamp}.log.1_{WRITE_TOKEN}"
     io.create_exclusive(join(mdt, FILES, name), block)
     stat = WriteStat(
-        file_id=file_id, path=f"{FILES}/{name}", partition_path=FILES, prev_commit=instant.timestamp,
+        file_id=FILE_ID, path=f"{FILES}/{name}", partition_path=FILES, prev_commit=instant.timestamp,
         num_writes=len(cells), num_inserts=0, num_update_writes=len(cells), num_deletes=0,
         total_write_bytes=len(block), file_size=len(block), log_version=1, log_offset=0, base_file="",
         log_files=(name,), total_log_records=len(cells), total_log_blocks=1,
