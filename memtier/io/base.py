@@ -198,6 +198,12 @@ class FileIO(ABC):
         """Open (creating if needed) ``path`` for durable appends."""
         raise UnsupportedOperationError(f"{type(self).__name__} cannot append to {path}")
 
+    def create_append(self, path: str, head: bytes) -> AppendFile:
+        """Create ``path`` holding ``head`` (:class:`AlreadyExistsError` if it exists),
+        ``head`` durable on return, and keep it open for appends after it."""
+        self.create_exclusive(path, head)
+        return self.open_append(path)
+
     @abstractmethod
     def truncate(self, path: str, length: int) -> None:
         """Cut the file to ``length`` bytes, durably."""

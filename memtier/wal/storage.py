@@ -107,6 +107,11 @@ class WalStorage(ABC):
     def open_sink(self) -> WalSink:
         """Open the WAL for appends after its current end."""
 
+    def create_sink(self, header: bytes) -> WalSink:
+        """:meth:`create` a WAL holding ``header`` and :meth:`open_sink` it."""
+        self.create(header)
+        return self.open_sink()
+
     @abstractmethod
     def read(self) -> pa.Buffer:
         """All bytes of the WAL (memory-mapped, not copied, where the store allows)."""
@@ -213,6 +218,9 @@ class FileStorage(WalStorage):
 
     def open_sink(self) -> WalSink:
         return _FileSink(self.fileio.open_append(self.path))
+
+    def create_sink(self, header: bytes) -> WalSink:
+        return _FileSink(self.fileio.create_append(self.path, header))
 
     def read(self) -> pa.Buffer:
         mapped = self.fileio.mmap(self.path)

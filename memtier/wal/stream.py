@@ -437,7 +437,7 @@ def _segments(fileio: FileIO, directory: str) -> tuple[list[_Listed], list[Flush
             continue
         fenced = bounds.get(name.life)
         limit = None if fenced is None else fenced.segments.get(info.name)
-        if fenced is not None and limit is None:
+        if (fenced is not None and limit is None) or info.size == 0:  # (empty: its header never synced)
             unread.append(FlushedSegment(info.path, info.size, info.mtime or 0.0))
             continue
         found.append(_Listed(name, info.path, info.size, info.mtime, limit))
