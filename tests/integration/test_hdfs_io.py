@@ -115,6 +115,23 @@ def test_a_file_open_for_appends_is_read_by_others_up_to_its_last_sync(io: FileI
 
 
 
+
+def test_a_file_created_for_appends_holds_its_head_at_once_and_refuses_a_second_creator(io: FileIO, root: str) -> None:
+    """``create_append``: the head durable and counted by the NameNode on return, the
+    writer kept open (its first block never reopened by an append), a second creator
+    refused with the file untouched."""
+    path = join(root, "created.stream")
+    out = io.create_append(path, b"head")
+    reader = open_fileio(root, io.storage_options)
+    assert out.size == 4 and reader.info(path).size == 4 and reader.read_bytes(path) == b"head"
+    with pytest.raises(AlreadyExistsError):
+        io.create_append(path, b"other")
+    out.write(b"-body")
+    out.sync()
+    assert reader.read_ranges(path, [(0, 9)], synced=True) == [b"head-body"]
+    out.close()
+    assert reader.read_bytes(path) == b"head-body"
+
 def test_a_synced_read_of_an_open_file_is_never_short_of_what_the_namenode_counts(io: FileIO, root: str) -> None:
     """The NameNode's length of a file still open is what its last hsync reported, and
     it can lag bytes the pipeline has acknowledged (here: written after the hsync, which
