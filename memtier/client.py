@@ -255,7 +255,7 @@ class Client:
 
         ``table_version`` is the Hudi table version written: 6 (timeline layout 1, read by
         Hudi 0.14+ and 1.x, Trino, Presto, hudi-rs), 8 (Hudi 1.0+) or 9 (Hudi 1.1+); see
-        the README's table of which reader reads which.
+        the table of which reader reads which in docs/interoperability.md.
 
         ``record_key=None`` creates an append-only table: every row is kept (no merge or
         de-duplication by key), Hudi generates its record keys, and each producer's
