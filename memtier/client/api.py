@@ -13,13 +13,10 @@ from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 
-from memtier.errors import (
-    NotOwnerError,
-    RpcError,
-)
+from memtier.errors import NotOwnerError, RpcError
 from memtier.exchange import TxnSnapshot
 from memtier.hudi.filters import Filter
-from memtier.tableserver.server import WriteAck
+from memtier.tableserver.tables import WriteAck
 
 log = logging.getLogger(__name__)
 

@@ -19,13 +19,7 @@ import pyarrow.compute as pc
 from memtier.client.api import retrying
 from memtier.client.base import ClientBase
 from memtier.client.routing import Routing
-from memtier.errors import (
-    InvalidArgumentError,
-    MemtierError,
-    NotFoundError,
-    NotOwnerError,
-    RpcError,
-)
+from memtier.errors import InvalidArgumentError, MemtierError, NotFoundError, NotOwnerError, RpcError
 from memtier.exchange import TxnSnapshot
 from memtier.hudi.avro import META_FIELDS
 from memtier.hudi.deletes import DELETE_FLAG
@@ -39,7 +33,7 @@ from memtier.hudi.tablemeta import RECORD_KEY, TableMeta
 from memtier.hudi.timeline import Timeline
 from memtier.io import open_fileio
 from memtier.parallel import Prefetch
-from memtier.tableserver.server import FILE_ID_COLUMN, PARTITION_COLUMN, UNRESOLVED
+from memtier.tableserver.tables import FILE_ID_COLUMN, PARTITION_COLUMN, UNRESOLVED
 
 log = logging.getLogger(__name__)
 

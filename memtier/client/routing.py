@@ -10,9 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from memtier.errors import (
-    NotOwnerError,
-)
+from memtier.errors import NotOwnerError
 from memtier.hudi.evolution import Roles
 
 

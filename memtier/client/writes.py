@@ -35,7 +35,7 @@ from memtier.hudi.keys import bucket_ids
 from memtier.hudi.routing import file_group_order, producer_bucket
 from memtier.hudi.rows import take_rows
 from memtier.hudi.schema import to_table
-from memtier.tableserver.server import WriteAck
+from memtier.tableserver.tables import WriteAck
 
 log = logging.getLogger(__name__)
 
