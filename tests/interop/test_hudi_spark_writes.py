@@ -186,7 +186,7 @@ def test_hudi_1_0_2_fails_on_a_key_reinserted_after_a_delete_in_the_logs(hudi_sp
     hold a delete and then an upsert of the same key, fails with a ClassCastException
     (the delete's ordering value is an Integer, the long field's a Long); its older reader
     (hoodie.file.group.reader.enabled=false), memtier and the model agree on the rows.
-    README, Interoperability."""
+    docs/interoperability.md."""
     layout = Layout("MERGE_ON_READ", 6, BUCKETS)
     path = str(tmp_path / "reinserted")
     rng = random.Random(11)
@@ -224,7 +224,7 @@ def test_ordered_deletes_in_hudis_tables_and_memtiers(hudi_spark: HudiSpark, tmp
     records) and by the tier (``client.delete`` with the ordering column): Hudi's default
     reader, memtier and hudi-rs read both tables alike. Hudi 1.0.2's older reader
     (hoodie.file.group.reader.enabled=false) applies them in commit order on both.
-    README, Interoperability."""
+    docs/interoperability.md."""
     schema = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
     flagged = pa.schema([*schema, pa.field("_hoodie_is_deleted", pa.bool_())])
 
