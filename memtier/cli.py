@@ -91,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("--table-servers", type=_positive(int), default=2, metavar="N",
                        help="table servers to start (default: %(default)s)")
     start.add_argument("--config", type=_key_value, action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                       help="cluster.*, tableserver.*, wal.*, services.* and catalog.* settings (see the README)")
+                       help="cluster.*, tableserver.*, wal.*, services.* and catalog.* settings (see docs/configuration.md)")
     start.set_defaults(run=_start)
 
     status = commands.add_parser("status", help="table servers, tables, table services and open transactions")

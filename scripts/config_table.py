@@ -1,5 +1,5 @@
 """Print every memtier setting as a Markdown table (key, default, environment variable,
-meaning), generated from the declarations in memtier.config; README.md pastes the output.
+meaning), generated from the declarations in memtier.config; docs/configuration.md pastes the output.
 
     .venv/bin/python scripts/config_table.py
 """

@@ -47,6 +47,7 @@ __all__ = [
     "LogBlock",
     "avro_data_block",
     "delete_block",
+    "hfile_data_block",
     "iter_blocks",
     "parquet_data_block",
     "read_data_block",
@@ -325,6 +326,12 @@ def parquet_data_block(records: pa.Table, avro_schema_with_meta: dict, instant: 
     write_parquet(table, sink)
     header = _data_header(avro_schema_with_meta, instant)
     return _block(BlockType.PARQUET_DATA, header, sink.getvalue().to_pybytes())
+
+
+def hfile_data_block(hfile: bytes, avro_schema_with_meta: dict, instant: str) -> bytes:
+    """An HFILE_DATA block (Hudi's metadata table): the content is one whole HFile
+    (:mod:`memtier.hudi.hfile`) whose values are records of ``avro_schema_with_meta``."""
+    return _block(BlockType.HFILE_DATA, _data_header(avro_schema_with_meta, instant), hfile)
 
 
 def delete_block(

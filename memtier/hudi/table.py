@@ -16,7 +16,7 @@ from memtier.hudi.avro import arrow_to_avro_schema
 from memtier.hudi.filenames import bucket_or_none
 from memtier.hudi.filters import Filter
 from memtier.hudi.fsview import FileSlice, FileSystemView
-from memtier.hudi.mdt import drop_metadata_table
+from memtier.hudi.mdt import trim_metadata_table
 from memtier.hudi.properties import (
     DEFAULT_TABLE_VERSION,
     TableConfig,
@@ -153,10 +153,10 @@ class HudiTable:
         writer's ``delete`` operation does; the write tier's ``Client.delete`` takes
         ordered deletes). Upserted rows sharing a key keep the greatest ordering value.
         Returns the instant, or None if nothing was written. A rejected batch leaves the
-        timeline untouched. Hudi's metadata table, if the table has one, is dropped first
-        (:mod:`memtier.hudi.mdt`).
+        timeline untouched. Hudi's metadata table, if the table has one, keeps only its
+        ``files`` partition, which records the write, or is dropped (:mod:`memtier.hudi.mdt`).
         """
-        self._meta = drop_metadata_table(self._meta)
+        self._meta = trim_metadata_table(self._meta)
         return write_batch(self._meta, data, operation)
 
     def read(
@@ -189,8 +189,8 @@ class HudiTable:
 
         Hudi keeps ``hoodie.bucket.index.num.buckets`` in its writers' configs, not in the
         table, so a table Hudi created says nothing of it. Hudi's metadata table, if the
-        table has one, is dropped as Hudi drops it when disabled (:mod:`memtier.hudi.mdt`:
-        memtier's commits would not be in it). Refused when a file group is not a bucket's
+        table has one, keeps only its ``files`` partition, which memtier keeps current, or is
+        dropped as Hudi drops it when disabled (:mod:`memtier.hudi.mdt`). Refused when a file group is not a bucket's
         (its file id does not start with a bucket number below ``buckets``), unless
         ``convert`` (a clustering will rewrite them: :mod:`memtier.hudi.adopt`), or the table
         already records another count; a no-op when it records this one.
@@ -211,7 +211,7 @@ class HudiTable:
                     f"file group {file_id} in partition {partition!r} of {self.path} is not one of "
                     f"{buckets} buckets: the table was not written with a bucket index of {buckets}"
                 )
-        meta = drop_metadata_table(self._meta)
+        meta = trim_metadata_table(self._meta)
         drop_empty_history(meta)  # Trino 476 fails on an empty one (memtier.hudi.adopt)
         rewrite_table_config(self.io, self.path, dataclasses.replace(meta.config, buckets=buckets))
         self._meta = TableMeta.load(self.io, self.path)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 
 import pyarrow as pa
 import pyarrow.types as pat
@@ -20,6 +20,7 @@ import pyarrow.types as pat
 from memtier.errors import UnsupportedTableError
 from memtier.hudi.avro import arrow_to_avro_schema, avro_to_arrow_schema, with_meta_fields
 from memtier.hudi.evolution import Roles
+from memtier.hudi.mdtfiles import names_files_partition, record_instant
 from memtier.hudi.merge import MergeSpec
 from memtier.hudi.properties import TableConfig, load_table_config
 from memtier.hudi.schema import META_SCHEMA, decode_schema, encode_schema, physical_schema
@@ -82,7 +83,10 @@ class TableMeta:
 
     def timeline_writer(self) -> TimelineWriter:
         """A writer of this table's timeline (its layout: 1 for version 6, else 2)."""
-        return TimelineWriter(self.io, self.base_path, self.config.timeline_layout_version)
+        record = None
+        if names_files_partition(self.config):  # Hudi's metadata table first, as Hudi orders them
+            record = partial(record_instant, self.io, self.base_path)
+        return TimelineWriter(self.io, self.base_path, self.config.timeline_layout_version, record)
 
     @property
     def layout(self) -> int:

@@ -346,8 +346,10 @@ class TimelineWriter:
     writer, so nothing completes the same instant between the check and the create).
     """
 
-    def __init__(self, io: FileIO, base_path: str, layout: int = 1) -> None:
+    def __init__(self, io: FileIO, base_path: str, layout: int = 1,
+                 before_complete: Callable[[Instant, bytes], None] | None = None) -> None:
         _check_layout(layout)
+        self.before_complete = before_complete
         self.io = io
         self.base_path = base_path
         self.layout = layout
@@ -372,12 +374,15 @@ class TimelineWriter:
         return None
 
     def _create_completed(self, instant: Instant, content: bytes) -> Instant:
-        """Create the completed file of ``instant`` (given in any state)."""
+        """Create the completed file of ``instant`` (given in any state), after
+        ``before_complete`` (which brings Hudi's metadata table up to it)."""
         done = instant.with_state(State.COMPLETED)
+        if self.layout == 2 and self._completed(done) is not None:
+            raise AlreadyExistsError(f"instant {done.timestamp}.{done.action} of {self.base_path} has completed")
+        if self.before_complete is not None:
+            self.before_complete(instant, content)
         if self.layout == 1:
             return self._create(done, content)
-        if self._completed(done) is not None:
-            raise AlreadyExistsError(f"instant {done.timestamp}.{done.action} of {self.base_path} has completed")
         done = Instant(done.timestamp, done.action, State.COMPLETED, new_completion_time(done.timestamp))
         return self._create(done, content)
 

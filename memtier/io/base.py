@@ -161,8 +161,13 @@ class FileIO(ABC):
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         """Up to ``length`` bytes from ``offset`` (fewer at end of file)."""
 
-    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes | bytearray]:
-        """The bytes of each ``(offset, length)`` range of a file (fewer at its end)."""
+    def read_ranges(
+        self, path: str, ranges: Sequence[tuple[int, int]], *, synced: bool = False
+    ) -> list[bytes | bytearray]:
+        """The bytes of each ``(offset, length)`` range of a file (fewer at its end).
+        ``synced``: the caller knows every byte of the ranges was written and synced (a
+        WAL's acknowledged frames), so a store whose view of a file still open can lag
+        (HDFS) must serve them all or fail, never answer short."""
         return [self.read_range(path, offset, length) for offset, length in ranges]
 
     @abstractmethod
@@ -192,6 +197,12 @@ class FileIO(ABC):
     def open_append(self, path: str) -> AppendFile:
         """Open (creating if needed) ``path`` for durable appends."""
         raise UnsupportedOperationError(f"{type(self).__name__} cannot append to {path}")
+
+    def create_append(self, path: str, head: bytes) -> AppendFile:
+        """Create ``path`` holding ``head`` (:class:`AlreadyExistsError` if it exists),
+        ``head`` durable on return, and keep it open for appends after it."""
+        self.create_exclusive(path, head)
+        return self.open_append(path)
 
     @abstractmethod
     def truncate(self, path: str, length: int) -> None:

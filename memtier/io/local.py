@@ -242,7 +242,9 @@ class LocalFileIO(FileIO):
         except FileNotFoundError as e:
             raise NotFoundError(f"no such file: {path}") from e
 
-    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes | bytearray]:
+    def read_ranges(
+        self, path: str, ranges: Sequence[tuple[int, int]], *, synced: bool = False
+    ) -> list[bytes | bytearray]:
         """Read gently (:class:`GentleFile`: the kernel's readahead of a large read queued
         megabytes ahead of WAL writes, sync p99 2 -> 17 ms, bench/RESULTS.md), and drop
         the pages read from the cache after (they are read once)."""

@@ -40,7 +40,7 @@ from memtier.hudi.adopt import check_adoptable, fits_buckets
 from memtier.hudi.commit import CommitMetadata, WriteStat, is_avro_container
 from memtier.hudi.evolution import Change, evolve, merge
 from memtier.hudi.fsview import FileSystemView
-from memtier.hudi.mdt import drop_metadata_table, metadata_table_path
+from memtier.hudi.mdt import metadata_table_changed, trim_metadata_table
 from memtier.hudi.properties import DEFAULT_TABLE_VERSION
 from memtier.hudi.table import HudiTable
 from memtier.hudi.tablemeta import TableMeta
@@ -195,21 +195,22 @@ class Master:
         return entry
 
     def _meta(self, table: str) -> TableMeta:
-        """The table's meta, loaded once; Hudi's metadata table, if the table has one, is
-        dropped then (:mod:`memtier.hudi.mdt`)."""
+        """The table's meta, loaded once; Hudi's metadata table, if the table has one, keeps
+        only its ``files`` partition or is dropped then (:mod:`memtier.hudi.mdt`)."""
         with self._lock:
             meta = self._metas.get(table)
             if meta is None:
                 entry = self._entry(table)
-                meta = drop_metadata_table(TableMeta.load(open_fileio(entry.path, entry.storage_options), entry.path))
+                meta = trim_metadata_table(TableMeta.load(open_fileio(entry.path, entry.storage_options), entry.path))
                 self._metas[table] = meta
             return meta
 
-    def _without_metadata_table(self, table: str, meta: TableMeta) -> TableMeta:
-        """``meta``, once a metadata table a Hudi writer made since it was loaded is dropped."""
-        if not meta.io.exists(join(metadata_table_path(meta.base_path), ".hoodie", "hoodie.properties")):
+    def _trimmed_metadata_table(self, table: str, meta: TableMeta) -> TableMeta:
+        """``meta``, once a metadata table (or partitions of it) a Hudi writer made since it
+        was loaded is trimmed to what memtier keeps current."""
+        if not metadata_table_changed(meta):
             return meta
-        meta = drop_metadata_table(TableMeta.load(meta.io, meta.base_path))
+        meta = trim_metadata_table(TableMeta.load(meta.io, meta.base_path))
         with self._lock:
             self._metas[table] = meta
         return meta
@@ -858,7 +859,7 @@ class Master:
                 )
             data = content if isinstance(content, bytes) else b""
             if action != "clean":
-                meta = self._without_metadata_table(table, meta)
+                meta = self._trimmed_metadata_table(table, meta)
             if metadata is not None:
                 if action == LOG_WRITE:
                     metadata = settle_log_files(meta, commits, instant, metadata, refs)

@@ -107,6 +107,11 @@ class WalStorage(ABC):
     def open_sink(self) -> WalSink:
         """Open the WAL for appends after its current end."""
 
+    def create_sink(self, header: bytes) -> WalSink:
+        """:meth:`create` a WAL holding ``header`` and :meth:`open_sink` it."""
+        self.create(header)
+        return self.open_sink()
+
     @abstractmethod
     def read(self) -> pa.Buffer:
         """All bytes of the WAL (memory-mapped, not copied, where the store allows)."""
@@ -116,8 +121,9 @@ class WalStorage(ABC):
         """Up to ``length`` bytes from ``offset``."""
 
     @abstractmethod
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[pa.Buffer]:
-        """The bytes of each ``(offset, length)`` range (fewer at the end)."""
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], *, synced: bool = False) -> list[pa.Buffer]:
+        """The bytes of each ``(offset, length)`` range (fewer at the end); ``synced``:
+        the caller knows every byte of them synced (:meth:`FileIO.read_ranges`)."""
 
     @abstractmethod
     def size(self) -> int: ...
@@ -213,12 +219,15 @@ class FileStorage(WalStorage):
     def open_sink(self) -> WalSink:
         return _FileSink(self.fileio.open_append(self.path))
 
+    def create_sink(self, header: bytes) -> WalSink:
+        return _FileSink(self.fileio.create_append(self.path, header))
+
     def read(self) -> pa.Buffer:
         mapped = self.fileio.mmap(self.path)
         return pa.py_buffer(mapped if mapped is not None else self.fileio.read_bytes(self.path))
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[pa.Buffer]:
-        return [pa.py_buffer(data) for data in self.fileio.read_ranges(self.path, ranges)]
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], *, synced: bool = False) -> list[pa.Buffer]:
+        return [pa.py_buffer(data) for data in self.fileio.read_ranges(self.path, ranges, synced=synced)]
 
     def read_range(self, offset: int, length: int) -> bytes:
         return self.fileio.read_range(self.path, offset, length)
@@ -291,7 +300,7 @@ class ObjectStorage(WalStorage):
     def read(self) -> pa.Buffer:
         return pa.py_buffer(b"".join(self.fileio.read_bytes(p.path) for p in self._parts()))
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[pa.Buffer]:
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], *, synced: bool = False) -> list[pa.Buffer]:
         data = self.read()  # one listing of the objects, then slices
         starts = [min(offset, data.size) for offset, _ in ranges]
         return [data.slice(start, min(length, data.size - start)) for start, (_, length) in zip(starts, ranges, strict=True)]

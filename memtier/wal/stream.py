@@ -437,7 +437,7 @@ def _segments(fileio: FileIO, directory: str) -> tuple[list[_Listed], list[Flush
             continue
         fenced = bounds.get(name.life)
         limit = None if fenced is None else fenced.segments.get(info.name)
-        if fenced is not None and limit is None:
+        if (fenced is not None and limit is None) or info.size == 0:  # (empty: its header never synced)
             unread.append(FlushedSegment(info.path, info.size, info.mtime or 0.0))
             continue
         found.append(_Listed(name, info.path, info.size, info.mtime, limit))
@@ -455,7 +455,7 @@ def read_frames(fileio: FileIO, refs: Sequence[FrameRef], schema: pa.Schema) -> 
         by_segment.setdefault(ref.path, []).append(i)
     for path, indices in by_segment.items():
         spans = _spans(refs, indices)
-        read = wal_storage(fileio, path).read_ranges([(start, end - start) for start, end, _ in spans])
+        read = wal_storage(fileio, path).read_ranges([(start, end - start) for start, end, _ in spans], synced=True)
         for (start, _, members), data in zip(spans, read, strict=True):
             places = [(refs[i].offset - start, refs[i].length) for i in members]
             decoded = decode_frames_at(data, places, refs[members[0]].seed, schema, path, base=start)

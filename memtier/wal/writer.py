@@ -263,8 +263,7 @@ class WalWriter:
         """Start a new WAL at ``path``; its header is durable on return."""
         storage = wal_storage(fileio, path)
         data = encode_header(header)
-        storage.create(data)
-        return cls(path, header, storage.open_sink(), committer, size=len(data))
+        return cls(path, header, storage.create_sink(data), committer, size=len(data))
 
     @classmethod
     def resume(cls, fileio: FileIO, recovered: WalContents, committer: GroupCommitter) -> WalWriter:

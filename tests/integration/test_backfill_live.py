@@ -188,7 +188,7 @@ def _run(cluster: Any, spark: Any, hudi_spark: HudiSpark, ts_choices: tuple[int,
     path = client.describe(table)["path"]
     assert _flushes_during_the_backfill(path) >= 1, "the tier flushed while it ran"
     # the policy off, and what it planned done: hudi-rs leaves out the log files written
-    # while a compaction is pending (README, Known limits)
+    # while a compaction is pending (docs/limits.md)
     client.set_services(table, {"services.compaction-log-files": "1000000", "services.compaction-log-fraction": "1e9"})
     wait_until(lambda: not HudiTable.open(path).timeline().pending(("compaction",))
                and not client.status()["tables"][table]["services"]["tasks"], "the policy's compactions to end")

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 import memtier.tableserver.block as block_module
-import memtier.tableserver.server as tableserver_module
+import memtier.tableserver.flushes as flushes_module
 from memtier.client import Client, Transaction
 from memtier.config import TableServerConfig, WalConfig
 from memtier.errors import InvalidArgumentError, TransactionError, UnknownColumnError
@@ -427,7 +427,7 @@ def test_forgetting_flushed_blocks_releases_their_memory(
     create(client)
     client.write("t", batch(range(100)))
     client.flush("t")
-    monkeypatch.setattr(tableserver_module, "_FLUSHED_GRACE_S", 0.0)  # the grace period is over
+    monkeypatch.setattr(flushes_module, "_FLUSHED_GRACE_S", 0.0)  # the grace period is over
     for server in cluster.servers.values():
         server.maintain()
         blocks = server.status()["tables"]["t"]["blocks"]

@@ -135,7 +135,7 @@ def settle_and_check(cluster: object, table: str, model: Acked, hudi_spark: Hudi
     model.check(client.read(table), "memtier after a flush")
     path = client.describe(table)["path"]
     # hudi-rs 0.5 reads file groups of a pending compaction as they were when it was
-    # planned (README, Known limits): it reads once the pool has none running
+    # planned (docs/limits.md): it reads once the pool has none running
     wait_until(lambda: not TableMeta.load(open_fileio(path), path).timeline().pending(None),
                "the table services to finish", 120)
     model.check(hudi_rs_read(path), "hudi-rs")

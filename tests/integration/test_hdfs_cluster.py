@@ -17,7 +17,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from memtier.errors import CorruptFileError
 from memtier.io import join
 from tests.integration.test_ray_cluster import RayHarness, _kill, _stream
 from tests.integration.test_spark_crash import SCHEMA as STREAMED
@@ -241,10 +240,6 @@ def _stream_through_outage(client: object, table: str, stop: threading.Event, ac
         next_key += 50
 
 
-@pytest.mark.xfail(strict=False, raises=CorruptFileError, reason=(
-    "open defect (2026-11-28, README Known limits): once in the full suite, the flush after the "
-    "NameNode's restart found a WAL segment reopened after the outage short of a frame ('no intact "
-    "frame where one was written'); passes alone; kept running so it shows"))
 def test_namenode_stopped_and_restarted_mid_stream(cluster: object, hdfs_cluster: HdfsCluster) -> None:
     """The NameNode is SIGKILLed for a while under the stream: a WAL sync waits for it
     (hdfs-native retries it, then the segment is reopened once it answers), a write the

@@ -114,6 +114,43 @@ def test_a_file_open_for_appends_is_read_by_others_up_to_its_last_sync(io: FileI
     assert reader.read_bytes(path) == data
 
 
+
+
+def test_a_file_created_for_appends_holds_its_head_at_once_and_refuses_a_second_creator(io: FileIO, root: str) -> None:
+    """``create_append``: the head durable and counted by the NameNode on return, the
+    writer kept open (its first block never reopened by an append), a second creator
+    refused with the file untouched."""
+    path = join(root, "created.stream")
+    out = io.create_append(path, b"head")
+    reader = open_fileio(root, io.storage_options)
+    assert out.size == 4 and reader.info(path).size == 4 and reader.read_bytes(path) == b"head"
+    with pytest.raises(AlreadyExistsError):
+        io.create_append(path, b"other")
+    out.write(b"-body")
+    out.sync()
+    assert reader.read_ranges(path, [(0, 9)], synced=True) == [b"head-body"]
+    out.close()
+    assert reader.read_bytes(path) == b"head-body"
+
+def test_a_synced_read_of_an_open_file_is_never_short_of_what_the_namenode_counts(io: FileIO, root: str) -> None:
+    """The NameNode's length of a file still open is what its last hsync reported, and
+    it can lag bytes the pipeline has acknowledged (here: written after the hsync, which
+    reach the DataNodes in full packets). A read that is told its bytes are synced (a WAL
+    reading its acknowledged frames) gets them all from the replicas, asking again while
+    an answer is short (as they are at the start of a block reopened for append); a plain
+    read guarantees the NameNode's count only."""
+    path = join(root, "lagging.stream")
+    out = io.open_append(path)
+    out.write(b"a" * 100_000)
+    out.sync()
+    out.write(b"b" * 300_000)  # acknowledged by the pipeline, not yet counted by the NameNode
+    reader = open_fileio(root, io.storage_options)
+    assert reader.info(path).size == 100_000
+    plain = reader.read_ranges(path, [(0, 300_000)])[0]
+    assert len(plain) >= 100_000 and plain[:100_000] == b"a" * 100_000
+    assert reader.read_ranges(path, [(50_000, 250_000)], synced=True) == [b"a" * 50_000 + b"b" * 200_000]
+    out.close()
+
 _DIES_WRITING = """
 import sys
 from memtier.io import open_fileio

@@ -66,7 +66,7 @@ def test_rows_flushed_since_the_last_read_are_read_once(
     assert value(client, 1) == [(1, "a")]
     client.write("t", rows([2], 2, "b"))
     client.flush("t")
-    monkeypatch.setattr("memtier.tableserver.server._FLUSHED_GRACE_S", 0.0)
+    monkeypatch.setattr("memtier.tableserver.flushes._FLUSHED_GRACE_S", 0.0)
     time.sleep(0.01)
     for server in cluster.servers.values():
         server.maintain()  # forgets the flushed blocks: their rows are in the files only

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from memtier.hudi import HudiTable
+from memtier.hudi.mdt import metadata_table_path
+from memtier.hudi.timeline import Timeline
 from tests.support.crash_writer import batch
 from tests.support.hudirs import hudi_rs_read, rows
 from tests.support.model import TableModel, project
@@ -39,13 +41,18 @@ def run_writer(path: str, mode: str) -> subprocess.Popen[str]:
     )
 
 
-def test_killed_between_files_and_completion(tmp_path: Path) -> None:
-    path = str(tmp_path / "tbl")
-    proc = run_writer(path, "die-before-complete")
+def killed_in_batch_1(path: str, mode: str) -> HudiTable:
+    """Run the writer in ``mode``, which acknowledges batch 0 and kills itself in batch 1."""
+    proc = run_writer(path, mode)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGKILL, err
     assert out.splitlines() == ["ACK 0"]
-    table = HudiTable.open(path)
+    return HudiTable.open(path)
+
+
+def test_killed_between_files_and_completion(tmp_path: Path) -> None:
+    path = str(tmp_path / "tbl")
+    table = killed_in_batch_1(path, "die-before-complete")
     pending = table.timeline().pending()
     assert [i.action for i in pending] == ["deltacommit"]  # the dead write's instant
     ours, theirs = both_readers(path)
@@ -62,6 +69,29 @@ def test_killed_between_files_and_completion(tmp_path: Path) -> None:
     table.write(batch(1))
     ours, theirs = both_readers(path)
     assert ours == theirs == expected_after(2)
+
+
+def test_killed_between_the_metadata_table_and_the_data_instant(tmp_path: Path) -> None:
+    """Hudi's order: the metadata table's deltacommit completes first. A writer killed right
+    after it leaves the data instant pending (so Hudi's readers ignore the metadata block:
+    its data instant is pending); the rollback forgets the metadata deltacommit (its log
+    file and instant files), and the next write is recorded again."""
+    path = str(tmp_path / "tbl")
+    table = killed_in_batch_1(path, "die-after-metadata-table")
+    [pending] = table.timeline().pending()
+    mdt = metadata_table_path(path)
+    mdt_timeline = Timeline.load(table.io, mdt, 2)
+    assert pending.timestamp in {i.timestamp for i in mdt_timeline.completed(("deltacommit",))}
+    orphan = Path(mdt, "files", f".files-0000-0_{pending.timestamp}.log.1_0-0-0")
+    assert orphan.exists()
+    assert rows(table.read(), COLUMNS) == expected_after(1)
+
+    assert table.rollback_pending() == [pending.timestamp]
+    assert not orphan.exists()
+    assert pending.timestamp not in {i.timestamp for i in Timeline.load(table.io, mdt, 2).instants}
+    instant = table.write(batch(1))
+    assert instant in {i.timestamp for i in Timeline.load(table.io, mdt, 2).completed(("deltacommit",))}
+    assert rows(HudiTable.open(path).read(), COLUMNS) == expected_after(2)
 
 
 @pytest.mark.slow

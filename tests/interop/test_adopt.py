@@ -1,12 +1,14 @@
 """Adoption: a partitioned merge-on-read table Apache Hudi 1.x wrote with its defaults
 (simple index, metadata table on: table version 8 with Hudi 1.0.2, 9 with 1.1.1) is
-registered with ``buckets=N``: its metadata table dropped as Hudi drops it, its file groups
-converted into N per partition by a clustering of the table-service pool (writes refused
-meanwhile, reads equal throughout), then random upserts and deletes stream through the
-tier, flush and compact; Hudi on Spark (metadata table on for reads, its default) reads
-the model (snapshot; read-optimized after the compaction), and so does hudi-rs; then
-Hudi upserts again with the bucket index memtier recorded and memtier reads the model.
-Refusals name what to do."""
+registered with ``buckets=N``: its metadata table keeps its ``files`` partition (column
+and partition stats dropped as Hudi drops a disabled index), its file groups converted
+into N per partition by a clustering of the table-service pool (writes refused meanwhile,
+reads equal throughout), then random upserts and deletes stream through the tier, flush,
+compact and clean; after each step Hudi's own view of its metadata table
+(``validate_metadata_table_files``) equals the file system's listing, and Hudi on Spark
+(metadata table on for reads, its default) reads the model (snapshot; read-optimized
+after the compaction), and so does hudi-rs; then Hudi upserts again with the bucket index
+memtier recorded (its metadata table on) and both read the model. Refusals name what to do."""
 
 from __future__ import annotations
 
@@ -21,8 +23,16 @@ from memtier.errors import TableConvertingError, UnsupportedTableError
 from memtier.hudi import HudiTable
 from memtier.hudi.adopt import fits_buckets
 from memtier.hudi.fsview import FileSystemView
-from memtier.hudi.mdt import has_metadata_table
-from tests.support.hudi_spark import HUDI_VERSIONS, HudiSpark, writer_options
+from memtier.hudi.mdt import has_metadata_table, metadata_table_path
+from memtier.hudi.properties import METADATA_PARTITIONS, load_table_config
+from memtier.hudi.timeline import Timeline
+from tests.support.hudi_spark import (
+    HUDI_VERSIONS,
+    HudiSpark,
+    assert_metadata_table_current,
+    listed_files,
+    writer_options,
+)
 from tests.support.hudirs import hudi_rs_read, rows
 from tests.support.inprocess import InProcessCluster
 from tests.support.model import TableModel, project
@@ -101,7 +111,10 @@ def test_adopt_a_table_hudi_wrote_with_its_defaults(spark: HudiSpark, tmp_path) 
         client.drop_table("readonly")
         described = client.register_table("t", path, buckets=BUCKETS)
         assert described["conversion"] is not None and described["buckets"] == BUCKETS
-        assert not has_metadata_table(HudiTable.open(path).meta)
+        adopted = HudiTable.open(path)
+        assert has_metadata_table(adopted.meta)
+        assert load_table_config(adopted.io, path).raw[METADATA_PARTITIONS] == "files"
+        assert not adopted.io.exists(f"{metadata_table_path(path)}/column_stats")
         with pytest.raises(TableConvertingError, match="being converted"):
             client.write("t", to_arrow([make_row(rng, 1, 5)]))
         assert data(client.read("t")) == expected(model)  # readable while it converts
@@ -110,6 +123,7 @@ def test_adopt_a_table_hudi_wrote_with_its_defaults(spark: HudiSpark, tmp_path) 
         assert fits_buckets(FileSystemView.build(table.io, path, table.timeline()), BUCKETS)
         assert "replacecommit" in {i.action for i in table.timeline().completed()}
         assert data(spark.read(path)) == expected(model)
+        assert_metadata_table_current(spark, path)
 
         commit = 3
         for _ in range(3):
@@ -125,10 +139,18 @@ def test_adopt_a_table_hudi_wrote_with_its_defaults(spark: HudiSpark, tmp_path) 
         assert data(client.read("t")) == expected(model)
         assert data(spark.read(path)) == expected(model)
         assert data(hudi_rs_read(path)) == expected(model)
+        assert_metadata_table_current(spark, path)
         client.compact("t", wait=False)
         run_pool(cluster)
         model.compact()
         assert data(spark.read(path, "read_optimized")) == expected(model)
+        cluster.master.set_services("t", {"services.clean-retain-versions": "1"})
+        before = listed_files(path)
+        client.clean("t", wait=False)
+        run_pool(cluster)
+        assert listed_files(path) < before  # the clean deleted files
+        assert_metadata_table_current(spark, path)
+        assert data(spark.read(path)) == expected(model)
         assert HudiTable.open(path).config.version == HUDI_VERSIONS[spark.versions["hudi"]]
     finally:
         cluster.close()
@@ -141,3 +163,7 @@ def test_adopt_a_table_hudi_wrote_with_its_defaults(spark: HudiSpark, tmp_path) 
     assert fits_buckets(FileSystemView.build(table.io, path, table.timeline()), BUCKETS)
     assert data(table.read()) == expected(model)
     assert data(spark.read(path)) == expected(model)
+    assert_metadata_table_current(spark, path)
+    # Hudi's writer compacted the metadata table's log, memtier's deltacommits included
+    metadata_timeline = Timeline.load(table.io, metadata_table_path(path), 2)
+    assert "commit" in {i.action for i in metadata_timeline.completed(None)}

@@ -147,7 +147,7 @@ def test_incremental(hudi_spark: HudiSpark, tmp_path, layout: str) -> None:
     """Upserts, some late. memtier returns the merged rows last written in (start, end].
     Hudi does too on copy-on-write tables; on merge-on-read tables it merges only the
     records written in the range, as hudi-rs does, so a late record that lost to an older
-    version shows up (README, Interoperability). Deletes are left out: with them, Hudi
+    version shows up (docs/interoperability.md). Deletes are left out: with them, Hudi
     1.0.2's incremental query of a merge-on-read table also returned rows deleted later in
     the range, which no model here describes."""
     written = write_table(tmp_path, layout, seed=7 * len(layout), deletes=False)

@@ -20,7 +20,13 @@ from memtier.hudi import HudiTable
 from memtier.hudi.mdt import has_metadata_table
 from tests.interop.test_hudi_rs_reads_ours import make_row, to_arrow
 from tests.interop.test_hudi_spark_reads_ours import data, expected
-from tests.support.hudi_spark import KEEP_LOGS, HudiSpark, HudiSparkError, writer_options
+from tests.support.hudi_spark import (
+    KEEP_LOGS,
+    HudiSpark,
+    HudiSparkError,
+    assert_metadata_table_current,
+    writer_options,
+)
 from tests.support.hudirs import hudi_rs_read, rows
 from tests.support.inprocess import InProcessCluster
 from tests.support.model import TableModel
@@ -131,17 +137,17 @@ def test_the_tier_writes_into_a_bucket_index_table_hudi_created(
 ) -> None:
     """A merge-on-read bucket-index table of version 6: told its bucket count (Hudi keeps
     it in writer configs only), served by the tier, written and flushed there; Hudi reads
-    what the tier wrote. Hudi's metadata table, where the table has one, is dropped as Hudi
-    drops it when disabled (Hudi's readers list files from it, and memtier's commits are
-    not in it): Hudi's reader (metadata table on, its default) lists the files and sees the
-    tier's rows, and Hudi's next write (metadata table on) builds it anew with them."""
+    what the tier wrote. Hudi's metadata table, where the table has one (version 8), is kept
+    current: Hudi's reader (metadata table on, its default) lists the files through it and
+    sees the tier's rows, Hudi's view of it equals the listing, and Hudi's next write (its
+    metadata table on) goes on from it."""
     layout = spark_written.layout
     table = HudiTable.open(spark_written.path)
     if layout.buckets is None or layout.copy_on_write:
         pytest.skip("the tier writes merge-on-read bucket-index tables")
     assert has_metadata_table(table.meta) == layout.metadata
     table.set_bucket_index(layout.buckets)
-    assert not has_metadata_table(table.meta)
+    assert has_metadata_table(table.meta) == layout.metadata
     cluster = InProcessCluster(str(tmp_path / "cluster"))
     try:
         cluster.add_server("ts-0")
@@ -159,9 +165,11 @@ def test_the_tier_writes_into_a_bucket_index_table_hudi_created(
         assert data(client.read("hudi_made")) == want
         assert data(hudi_spark.read(spark_written.path)) == want
         assert data(HudiTable.open(spark_written.path).read()) == want
+        if layout.metadata:
+            assert_metadata_table_current(hudi_spark, spark_written.path)
     finally:
         cluster.close()
-    if layout.metadata:  # Hudi writes again, its metadata table on: built from a listing
+    if layout.metadata:  # Hudi writes again, its metadata table on
         again = [make_row(rng, k, 9) for k in rng.sample(range(KEYS), 5) if k not in spark_written.deleted]
         name = spark_written.path.rsplit("/", 1)[-1].replace("-", "_")
         hudi_spark.write(spark_written.path, to_arrow(again), options(layout, name))
@@ -169,6 +177,7 @@ def test_the_tier_writes_into_a_bucket_index_table_hudi_created(
         assert has_metadata_table(HudiTable.open(spark_written.path).meta)
         assert data(hudi_spark.read(spark_written.path)) == expected(model)
         assert data(HudiTable.open(spark_written.path).read()) == expected(model)
+        assert_metadata_table_current(hudi_spark, spark_written.path)
 
 
 
@@ -177,7 +186,7 @@ def test_hudi_1_0_2_fails_on_a_key_reinserted_after_a_delete_in_the_logs(hudi_sp
     hold a delete and then an upsert of the same key, fails with a ClassCastException
     (the delete's ordering value is an Integer, the long field's a Long); its older reader
     (hoodie.file.group.reader.enabled=false), memtier and the model agree on the rows.
-    README, Interoperability."""
+    docs/interoperability.md."""
     layout = Layout("MERGE_ON_READ", 6, BUCKETS)
     path = str(tmp_path / "reinserted")
     rng = random.Random(11)
@@ -215,7 +224,7 @@ def test_ordered_deletes_in_hudis_tables_and_memtiers(hudi_spark: HudiSpark, tmp
     records) and by the tier (``client.delete`` with the ordering column): Hudi's default
     reader, memtier and hudi-rs read both tables alike. Hudi 1.0.2's older reader
     (hoodie.file.group.reader.enabled=false) applies them in commit order on both.
-    README, Interoperability."""
+    docs/interoperability.md."""
     schema = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
     flagged = pa.schema([*schema, pa.field("_hoodie_is_deleted", pa.bool_())])
 

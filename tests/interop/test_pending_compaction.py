@@ -4,7 +4,7 @@ Java Hudi's writers name them. Apache Hudi on Spark, the reference reader, merge
 into the slice before C while C is pending (its file-system view merges a pending
 compaction's slice with the one before, ``fetchMergedFileSlice``), as memtier's reader
 does. hudi-rs 0.5 leaves them out of the slice it reads until C completes, so it reads
-those file groups as they were when C was planned: the known limit README names, pinned
+those file groups as they were when C was planned: the known limit docs/limits.md names, pinned
 here so that a hudi-rs that merges them shows up."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 Hudi table version 6, 8 and 9 (a base file per file group, then an update in a log
 file), registers each in a metastore, and Trino 476 (its Hudi connector, over a file
 metastore) and Presto 0.287 (its Hudi and Hive connectors, over a Hive Metastore 3.1.3)
-read them. What each reads is pinned here (README, "Table versions"); Hudi on Spark and
+read them. What each reads is pinned here (docs/interoperability.md, the readers table); Hudi on Spark and
 hudi-rs: tests/interop/test_hudi_1x_reads_ours.py. Then a table Hudi 1.1.1 on Spark wrote
 with its defaults, adopted (converted into buckets), written through the tier and
 compacted: Trino reads it through the Hive Metastore as memtier does, Presto as pinned."""

@@ -5,7 +5,10 @@ It writes deterministic batches (batch ``i`` upserts keys ``i*7 .. i*7+39`` at v
 
 * ``loop``: write batches forever (the parent SIGKILLs it at a random moment);
 * ``die-before-complete``: write batch 0, then batch 1 but SIGKILL itself after every data
-  file of batch 1 is durable and before its instant completes.
+  file of batch 1 is durable and before its instant completes;
+* ``die-after-metadata-table``: on a new table of version 9 with a metadata table
+  (``files`` partition), the same, but SIGKILL itself after the metadata table's
+  deltacommit of batch 1 completed, before the data instant completes.
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ import sys
 
 import pyarrow as pa
 
+import memtier.hudi.tablemeta
 from memtier.hudi import HudiTable
+from memtier.hudi.mdtfiles import record_instant
 from memtier.hudi.timeline import TimelineWriter
+from tests.support.metadata_table import add_metadata_table
 
 SCHEMA = pa.schema([("id", pa.int64()), ("version", pa.int64()), ("part", pa.string()), ("v", pa.string())])
 
@@ -35,25 +41,39 @@ def batch(i: int) -> pa.Table:
     )
 
 
-def open_or_create(path: str) -> HudiTable:
+def open_or_create(path: str, table_version: int = 6) -> HudiTable:
     if os.path.exists(os.path.join(path, ".hoodie", "hoodie.properties")):
         return HudiTable.open(path)
     return HudiTable.create(
-        path, SCHEMA, record_key="id", ordering_field="version", partition_fields="part", buckets=2
+        path, SCHEMA, record_key="id", ordering_field="version", partition_fields="part", buckets=2,
+        table_version=table_version,
     )
+
+
+def die(*_args: object, **_kwargs: object) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def record_then_die(*args: object) -> None:
+    record_instant(*args)  # type: ignore[arg-type]
+    die()
 
 
 def main() -> None:
     path, mode = sys.argv[1], sys.argv[2]
-    table = open_or_create(path)
-    if mode == "die-before-complete":
+    if mode == "die-after-metadata-table":
+        table = open_or_create(path, table_version=9)
+        add_metadata_table(table.io, path)
+        table = HudiTable.open(path)
+    else:
+        table = open_or_create(path)
+    if mode in ("die-before-complete", "die-after-metadata-table"):
         table.write(batch(0))
         print("ACK 0", flush=True)
-
-        def die(*_args: object, **_kwargs: object) -> None:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-        TimelineWriter.complete = die  # type: ignore[method-assign]
+        if mode == "die-before-complete":
+            TimelineWriter.complete = die  # type: ignore[method-assign]
+        else:
+            memtier.hudi.tablemeta.record_instant = record_then_die  # type: ignore[attr-defined]
         table.write(batch(1))
         raise AssertionError("unreachable: the process kills itself before completing")
     i = 0

@@ -191,6 +191,31 @@ class HudiSpark:
         self.close()
 
 
+def listed_files(path: str) -> set[tuple[str, str, int]]:
+    """(partition path, file name, size) of every data file of the (local) table at ``path``."""
+    root = Path(path)
+    found = set()
+    for file in root.rglob("*"):
+        relative = file.relative_to(root)
+        if (file.is_file() and relative.parts[0] != ".hoodie" and not file.name.endswith(".crc")
+                and file.name != ".hoodie_partition_metadata"):
+            partition = str(relative.parent)
+            found.add(("" if partition == "." else partition, file.name, file.stat().st_size))
+    return found
+
+
+def assert_metadata_table_current(spark: HudiSpark, path: str) -> None:
+    """Hudi's view of the table's metadata table (its ``files`` partition, read as Hudi's
+    readers read it: ``CALL validate_metadata_table_files``) lists exactly the files, with
+    their sizes, that the file system lists."""
+    name = "mdt_" + uuid.uuid5(uuid.NAMESPACE_URL, path).hex
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING hudi LOCATION '{path}'")
+    rows = spark.sql(f"CALL validate_metadata_table_files(table => '{name}', verbose => true)")
+    in_metadata = {(r[0], r[1], int(r[5])) for r in rows if r[3].lower() == "true"}
+    assert in_metadata == listed_files(path), rows
+    assert spark.sql(f"CALL validate_metadata_table_files(table => '{name}')") == []
+
+
 @pytest.fixture(scope="module")
 def hudi_spark() -> Iterator[HudiSpark]:
     """Apache Hudi on Spark for one test module."""

@@ -8,7 +8,7 @@ wherever the versions sit (memory, WAL, base file, log file); a delete with an o
 value is such a version (the key is hidden while it wins), a delete without one (or with
 Hudi's zero) ends every version written before it. Hudi's merge of a key deleted that way and then re-inserted
 with an ordering value below a version in its base file depends on the file layout
-(README, "Rows merge as Hudi merges them"), so the scenarios never write one: after such
+(docs/interoperability.md, "Rows merge as Hudi merges them"), so the scenarios never write one: after such
 a delete, a key's ordering values do not go below those it had.
 """
 

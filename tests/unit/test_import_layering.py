@@ -100,4 +100,4 @@ def test_the_checks_see_a_circle_and_a_crossing() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     graph = import_graph()
     assert "memtier.exchange" in graph["memtier.master.master"]
-    assert "memtier.exchange" in graph["memtier.tableserver.server"]
+    assert "memtier.exchange" in graph["memtier.tableserver.base"]

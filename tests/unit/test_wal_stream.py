@@ -108,6 +108,24 @@ def test_one_sync_per_write_to_many_blocks(root: str) -> None:
     assert all(found[f"fg{b}"] == list(range(1, 21)) for b in range(1, 8))
 
 
+
+def test_an_empty_segment_a_writer_left_before_its_header_synced_is_skipped_then_deleted(root: str) -> None:
+    """On HDFS a segment is created with its writer open and its header hsync'd after:
+    a writer that died between the two leaves a file the NameNode counts empty. Recovery
+    reads past it (nothing in it was acknowledged), and it goes as a stale segment."""
+    fileio = open_fileio(root)
+    with GroupCommitter() as committer:
+        stream = WalStream(fileio, f"{root}/s", table="t", owner="a", committer=committer)
+        for seq in range(3):
+            append(stream, 0, seq)
+        stream.close()
+    empty = f"{root}/s/{SegmentName('f' * 32, 0).name}"
+    fileio.write_atomic(empty, b"")
+    assert by_block(fileio, f"{root}/s") == {"fg0": [0, 1, 2]}
+    stale = stale_segments(fileio, f"{root}/s", keep_incarnation=stream.incarnation, is_flushed=lambda h: False,
+                           now=time.time() + 3600, min_age_s=60)
+    assert [s.path for s in stale] == [empty]
+
 def test_blocks_span_segments_and_segments_go_once_their_blocks_are_flushed(root: str) -> None:
     fileio = open_fileio(root)
     with GroupCommitter() as committer:
