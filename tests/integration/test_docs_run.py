@@ -1,8 +1,12 @@
 """The slow part of the doc test (tests/unit/test_docs.py checks every block; this runs the
-python blocks that need a local cluster or Spark): each is executed, in a temporary working
-directory, with what its directive names (tests/support/docblocks.py), and whatever cluster
-or streaming query it leaves running is stopped afterwards. A block that raises fails its
-test case, named ``FILE:LINE``."""
+python blocks that need a local cluster or Spark, and the SQL blocks Trino runs): each
+python block is executed, in a temporary working directory, with what its directive names
+(tests/support/docblocks.py), and whatever cluster or streaming query it leaves running is
+stopped afterwards; each SQL block that reads the ``memtier`` catalog runs on a real Trino
+(the session's ``trino`` fixture) over the README's ``orders`` table, synced into its
+metastore, and must return the rows memtier computes. The Spark SQL block (Hudi's Spark
+bundle over a Hive Metastore) is only checked, by the fast part. A block that fails fails
+its test case, named ``FILE:LINE``."""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.int64()), ("city", pa.string()
 REPO = Path(__file__).resolve().parents[2]
 RAY_BLOCKS = [b for b in all_blocks() if b.kind == "python" and b.mode == "ray"]
 SPARK_BLOCKS = [b for b in all_blocks() if b.kind == "python" and b.mode == "spark"]
+TRINO_BLOCKS = [b for b in all_blocks() if b.kind == "sql" and " memtier.default." in b.code]
 
 
 def _rows(ids: range, ts: int) -> pa.Table:
@@ -116,6 +121,32 @@ def test_spark_block(block: Block, workdir: Path) -> None:
         pytest.fail(f"{block.where} ({block.kind} block) failed: {run.stderr[-3000:]}")
 
 
+@pytest.fixture(scope="module")
+def trino_orders(trino: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, list[dict[str, Any]]]:
+    """The session's Trino with the README's ``orders`` table synced into its metastore
+    (written once: its first write is base files, which Trino 476 reads), and its rows."""
+    from memtier.catalog import sync_table
+    from memtier.hudi import HudiTable
+
+    table = HudiTable.create(str(tmp_path_factory.mktemp("doc-trino") / "orders"), SCHEMA, record_key="id",
+                             ordering_field="ts", partition_fields="city", buckets=2)
+    table.write(_rows(range(30), 1))
+    sync_table(table.meta, trino.metastore_handle(), name="orders")
+    return trino, table.read().to_pylist()
+
+
+@pytest.mark.parametrize("block", TRINO_BLOCKS, ids=lambda b: b.where)
+def test_trino_block(block: Block, trino_orders: tuple[Any, list[dict[str, Any]]]) -> None:
+    """The block's query over ``orders`` returns what memtier's read of the table gives it."""
+    trino, rows = trino_orders
+    try:
+        got = sorted(tuple(row) for row in trino.query(block.code.strip().rstrip(";")))
+    except Exception as e:
+        pytest.fail(f"{block.where} ({block.kind} block) failed on Trino: {e}")
+    assert got == [("oslo", sum(r["amount"] for r in rows if r["city"] == "oslo"))], block.where
+
+
 def test_the_blocks_were_found() -> None:
-    assert len(RAY_BLOCKS) >= 3 and len(SPARK_BLOCKS) >= 2, (RAY_BLOCKS, SPARK_BLOCKS)
+    assert len(RAY_BLOCKS) >= 3 and len(SPARK_BLOCKS) >= 2 and len(TRINO_BLOCKS) >= 2, (
+        RAY_BLOCKS, SPARK_BLOCKS, TRINO_BLOCKS)
     assert (REPO / "docs").is_dir()

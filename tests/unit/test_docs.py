@@ -17,7 +17,8 @@
   the output must be in memtier's source;
 * properties blocks (catalog files) must be exactly what memtier.catalog writes for their
   metastore; XML must parse; SQL must read the ``_ro``/``_rt`` view of a table the docs
-  create (not run against Trino or Spark here).
+  create (the slow part runs the queries of the ``memtier`` catalog on a real Trino; the
+  Spark SQL one, which needs Hudi's Spark bundle and a Hive Metastore, is checked only).
 
 A failing block fails its own test case, named ``FILE:LINE``.
 """
