@@ -707,9 +707,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # host-gone: a Ray cluster of nodes this process owns, a head with no CPUs and two
         # worker nodes ("hosts") with one each; Ray places the actors (the master too)
         hosts = RayHosts(base, workers=2, head_cpus=0) if "host-gone" in kinds else None
-        # flushed WAL segments go at once: the default retention (1 GiB a table and server)
-        # would fill the small WAL disk in minutes, every write refused from then on
-        config = {"cluster.heartbeat-timeout": f"{TIMEOUT_S}s", "wal.retention-bytes": "0"}
+        # --wal-retention-bytes 0 (the default here): flushed WAL segments go at once; the
+        # server's default (1 GiB a table and server) fills the small WAL disk in minutes,
+        # every write refused from then on. With 0, runs of 100 s and 9 min lost
+        # acknowledged writes around a kill-ts (an open defect, bench/RESULTS.md); CI's short
+        # run keeps the server's default until it is found
+        config = {"cluster.heartbeat-timeout": f"{TIMEOUT_S}s"}
+        if args.wal_retention_bytes is not None:
+            config["wal.retention-bytes"] = args.wal_retention_bytes
         if disk is not None:
             config["cluster.wal-path"] = str(disk / "wal")
         print(f"[soak] cluster under {base} (WAL: {config.get('cluster.wal-path', 'with the tables')}); "
@@ -881,7 +886,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-hudi-spark", dest="hudi_spark", action="store_false",
                         help="the checker reads without Apache Hudi on Spark")
     parser.add_argument("--cluster-every", type=float, default=15.0, help="seconds between clusterings (0: none)")
+    parser.add_argument("--wal-retention-bytes", default="0",
+                        help="wal.retention-bytes of the cluster ('default': the server's own, 1 GiB)")
     args = parser.parse_args(argv)
+    if args.wal_retention_bytes == "default":
+        args.wal_retention_bytes = None
     unknown = sorted(set(args.kinds.split(",")) - set(KINDS))
     if unknown:
         parser.error(f"unknown fault kinds {unknown}; there are {list(KINDS)}")
