@@ -886,6 +886,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-hudi-spark", dest="hudi_spark", action="store_false",
                         help="the checker reads without Apache Hudi on Spark")
     parser.add_argument("--cluster-every", type=float, default=15.0, help="seconds between clusterings (0: none)")
+    parser.add_argument("--allow-stale-reads", action="store_true",
+                        help="exit 0 despite lookups that missed an acknowledged write (an open defect: "
+                             "they are still counted and listed in the report)")
     parser.add_argument("--wal-retention-bytes", default="0",
                         help="wal.retention-bytes of the cluster ('default': the server's own, 1 GiB)")
     args = parser.parse_args(argv)
@@ -895,7 +898,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown fault kinds {unknown}; there are {list(KINDS)}")
     report = run(args)
-    bad = (report["stale_read_count"] or report["spark_final_driver_failed"]
+    bad = ((report["stale_read_count"] and not args.allow_stale_reads) or report["spark_final_driver_failed"]
            or any(v["lost"] or v["extra"] for v in report["check"].values()))
     return 1 if bad else 0
 
