@@ -220,14 +220,19 @@ class TableServiceShell:
         self.cpus = pin(service_cpus(config.service_cpus, available()))
         master = MasterProxy(master_location, token=config.token, tls_ca=config.tls_ca)
         self.worker = ServiceWorker(worker_id, master, cpus=describe(self.cpus))
-        self.worker.start()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memtier-services", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        started = False  # told the master, in the loop: raising in the constructor would end
+        # the actor for good (Ray never restarts one whose constructor raised), and the
+        # master may be restarting too (its host gone with this actor's)
         while not self._stop.is_set():
             try:
+                if not started:
+                    self.worker.start()
+                    started = True
                 if self.worker.run_once() is None:
                     self._stop.wait(_SERVICE_POLL_S)
             except Exception:  # the master restarting: try again shortly

@@ -266,3 +266,29 @@ def test_a_table_server_started_before_its_master_answers_registers_once_it_does
     finally:
         ray.kill(server, no_restart=True)
         ray.kill(master, no_restart=True)
+
+
+def test_a_table_service_actor_started_before_its_master_answers_joins_once_it_does(
+    cluster: object, tmp_path: Path
+) -> None:
+    """The same for the table-service pool (found by the chaos soak: after a host holding
+    the master and a pool actor was gone, the pool's constructor failed on the unreachable
+    master and the pool was lost for good): it tells the master it started once it answers."""
+    import socket
+
+    from memtier.cluster import MasterShell, TableServiceShell
+    from memtier.master.service import MasterProxy
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    location = f"grpc://127.0.0.1:{port}"  # nothing listens there yet
+    pool = ray.remote(TableServiceShell).options(num_cpus=0).remote("svc-early", location, {})
+    assert ray.get(pool.pid.remote(), timeout=120)  # started, not failed
+    master = ray.remote(MasterShell).options(num_cpus=0).remote(str(tmp_path / "data"), port, {}, None, {}, {})
+    try:
+        assert ray.get(master.location.remote(), timeout=120) == location
+        wait_until(lambda: "svc-early" in str(MasterProxy(location).status()["pool"]), "the early pool actor to join")
+    finally:
+        ray.kill(pool, no_restart=True)
+        ray.kill(master, no_restart=True)
