@@ -430,22 +430,29 @@ class HdfsFileIO(FileIO):
         return tmp
 
     @contextlib.contextmanager
+    def _created(self, path: str) -> Iterator[_Writer]:
+        """A writer of the new file ``path`` (refused if it exists), let go and the file
+        deleted on an exception."""
+        writer = self._open_writer(path)
+        try:
+            yield writer
+        except BaseException:
+            writer.abandon()
+            with contextlib.suppress(StorageError):
+                self.delete(path)
+            raise
+
+    @contextlib.contextmanager
     def _temp_output(self, path: str) -> Iterator[tuple[_WriterStream, str]]:
         """A stream into a new temporary file beside ``path`` and its path: hsync'd and
         closed on a clean exit, deleted on an exception."""
         tmp = _temp_name(path)
-        writer = self._open_writer(tmp)
-        try:
+        with self._created(tmp) as writer:
             stream = _WriterStream(writer)
             yield stream, tmp
             stream.flush()
             writer.hsync()
             writer.close()
-        except BaseException:
-            writer.abandon()
-            with contextlib.suppress(StorageError):
-                self.delete(tmp)
-            raise
 
     def _publish(self, tmp: str, path: str, *, exclusive: bool) -> None:
         try:
@@ -489,15 +496,9 @@ class HdfsFileIO(FileIO):
         121,104 synced, once in nine runs). A reader may see the file shorter than
         ``head`` until the hsync (a WAL skips such a segment: nothing in it was
         acknowledged)."""
-        writer = self._open_writer(path)  # create without overwrite: the NameNode refuses a second
-        try:
+        with self._created(path) as writer:  # (create without overwrite: the NameNode refuses a second)
             writer.write(head)
             writer.hsync()
-        except BaseException:
-            writer.abandon()
-            with contextlib.suppress(StorageError):
-                self.delete(path)
-            raise
         return _HdfsAppendFile(self, path, writer, len(head))
 
     def recover_lease(self, path: str, timeout: float = REOPEN_TIMEOUT_S) -> None:
