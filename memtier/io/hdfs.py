@@ -18,6 +18,13 @@ Where HDFS differs from a local disk, and how this backend makes up for it:
   live replica holds, which covers every hsync), it is opened for append again (a pipeline
   of the live replicas), and the bytes written since the last sync are written again past
   that length. Only if that fails too (the NameNode is down for longer) does the sync fail.
+* **A pipeline that lost a DataNode** goes on with the live ones when the NameNode has none
+  to add (``replace-datanode-on-failure.best-effort``, on by default here: on a cluster with
+  as many DataNodes as replicas there is never another, and Hadoop's default then fails the
+  write); HDFS re-replicates the block later. A whole new file written from bytes in hand
+  (:meth:`HdfsFileIO.write_atomic`, :meth:`HdfsFileIO.create_exclusive`) whose writer fails
+  anyway (hdfs-native never asks for a pipeline without a DataNode that refuses it, and the
+  NameNode counts a dead one live for minutes) is written again to a new temporary file.
 * **Reading a file still open** (a WAL segment being written, or left open by a process
   that died): the NameNode lists the length up to the last hsync, but hdfs-native reads
   only the file's complete blocks; the rest, in the block still being written, is read
@@ -73,6 +80,16 @@ REOPEN_TIMEOUT_S = 60.0
 #: hdfs-native retries an unreachable NameNode this many times (0.5 s doubling, jittered)
 #: unless the storage options say otherwise: about 15 s, not its default 3 minutes.
 NAMENODE_ATTEMPTS = "5"
+#: A pipeline that lost a DataNode goes on with the live ones when the NameNode has no other
+#: to add (Hadoop's client, and hdfs-native, fail the write instead: on a cluster of as many
+#: DataNodes as replicas there is never another). Unless the storage options say otherwise.
+REPLACE_DATANODE_BEST_EFFORT = "true"
+#: Writes of a whole new file (a timeline instant, a fence marker) tried this many times on a
+#: fresh temporary file when a writer call fails: hdfs-native does not ask the NameNode for
+#: a pipeline without a DataNode that refuses the connection, as Hadoop's client does.
+NEW_FILE_ATTEMPTS = 3
+#: Seconds before the first retry of such a write, doubling.
+NEW_FILE_BACKOFF_S = 1.0
 #: Answers in a row that brought no byte of what the NameNode counts visible before a read
 #: of a file still open fails.
 WEBHDFS_ATTEMPTS = 20
@@ -92,6 +109,10 @@ def _first_line(error: BaseException) -> str:
     return (str(error).splitlines() or [type(error).__name__])[0]
 
 
+class _WriterFailed(StorageError):
+    """A call of an HDFS file writer failed or hung: its pipeline is broken."""
+
+
 class _Writer:
     """An hdfs-native file writer whose every call has a deadline: a call that hangs (a
     pipeline hdfs-native cannot recover) raises :class:`StorageError` and leaves the
@@ -105,17 +126,17 @@ class _Writer:
 
     def call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
         if self.broken:
-            raise StorageError(f"{self.path}: the HDFS writer failed before; it takes no more {what}")
+            raise _WriterFailed(f"{self.path}: the HDFS writer failed before; it takes no more {what}")
         future = self._thread.submit(fn, *args)
         try:
             return future.result(timeout=CALL_TIMEOUT_S)
         except FutureTimeout as e:
             self.abandon()
-            raise StorageError(f"{self.path}: HDFS {what} did not return in {CALL_TIMEOUT_S:.0f} s "
+            raise _WriterFailed(f"{self.path}: HDFS {what} did not return in {CALL_TIMEOUT_S:.0f} s "
                                "(a DataNode of its pipeline or the NameNode is gone)") from e
         except Exception as e:
             self.abandon()
-            raise StorageError(f"{self.path}: HDFS {what} failed: {_first_line(e)}") from e
+            raise _WriterFailed(f"{self.path}: HDFS {what} failed: {_first_line(e)}") from e
 
     def write(self, data: bytes | memoryview | pa.Buffer) -> None:
         view = memoryview(data).cast("B")
@@ -264,7 +285,9 @@ class HdfsFileIO(FileIO):
         self._netloc = split.netloc
         self._host = split.hostname
         self._port = split.port
-        self._config = {"dfs.client.failover.max.attempts": NAMENODE_ATTEMPTS, **self.storage_options}
+        self._config = {"dfs.client.failover.max.attempts": NAMENODE_ATTEMPTS,
+                        "dfs.client.block.write.replace-datanode-on-failure.best-effort": REPLACE_DATANODE_BEST_EFFORT,
+                        **self.storage_options}
         self._http = self.storage_options.get(_HTTP_ADDRESS, f"{split.hostname}:{_WEBHDFS_PORT}")
         self._clients: tuple[int, Any, Any] | None = None  # pid, client, lease-recovery client
         self._clients_lock = threading.Lock()
@@ -423,7 +446,20 @@ class HdfsFileIO(FileIO):
 
     def _write_temp(self, path: str, data: Data) -> str:
         """Write ``data`` to a new temporary file beside ``path``, hsync'd (on the
-        DataNodes' disks, not only in their memory) and closed; its path."""
+        DataNodes' disks, not only in their memory) and closed; its path. A writer that
+        fails (a DataNode of its pipeline gone) is let go and the whole file written again
+        to a new temporary file, up to :data:`NEW_FILE_ATTEMPTS` times in all."""
+        pauses = [NEW_FILE_BACKOFF_S * 2**i for i in range(NEW_FILE_ATTEMPTS - 1)]
+        for attempt, pause in enumerate(pauses, start=2):
+            try:
+                return self._write_temp_once(path, data)
+            except _WriterFailed as e:
+                log.warning("%s; writing the file again in %.0f s (attempt %d of %d)", e, pause, attempt,
+                            NEW_FILE_ATTEMPTS)
+                time.sleep(pause)
+        return self._write_temp_once(path, data)
+
+    def _write_temp_once(self, path: str, data: Data) -> str:
         with self._temp_output(path) as (out, tmp):
             for piece in _pieces(data):
                 out.write(piece)

@@ -62,6 +62,51 @@ def test_a_failed_output_publishes_nothing_and_leaves_no_temp_file(io: FileIO, r
     assert io.list_files(root) == []
 
 
+@pytest.mark.parametrize("publish", ["write_atomic", "create_exclusive"])
+def test_a_new_file_whose_writer_fails_is_written_again_to_a_new_temporary_file(
+        io: FileIO, root: str, publish: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first writer's pipeline breaks (as when a DataNode the NameNode still counts live
+    refuses the connection): the file is written again, whole, and no temporary file stays."""
+    from memtier.io import hdfs
+
+    opened: list[str] = []
+    real_open = io._open_writer  # type: ignore[attr-defined]
+
+    def open_writer(path: str, **kwargs: object) -> object:
+        writer = real_open(path, **kwargs)
+        opened.append(path)
+        if len(opened) == 1:
+            writer.abandon()  # every call of it now fails as a broken pipeline's would
+        return writer
+
+    monkeypatch.setattr(io, "_open_writer", open_writer)
+    monkeypatch.setattr(hdfs, "NEW_FILE_BACKOFF_S", 0.01)
+    path = join(root, "instant.json")
+    getattr(io, publish)(path, b"whole")
+    assert io.read_bytes(path) == b"whole"
+    assert len(opened) == 2 and opened[0] != opened[1]  # two temporary files, the first deleted
+    assert [f.path for f in io.list_files(root)] == [path]
+
+
+def test_a_new_file_whose_every_writer_fails_is_refused_naming_hdfs_and_leaves_nothing(
+        io: FileIO, root: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memtier.errors import StorageError
+    from memtier.io import hdfs
+
+    real_open = io._open_writer  # type: ignore[attr-defined]
+
+    def broken_writer(path: str, **kwargs: object) -> object:
+        writer = real_open(path, **kwargs)
+        writer.abandon()
+        return writer
+
+    monkeypatch.setattr(io, "_open_writer", broken_writer)
+    monkeypatch.setattr(hdfs, "NEW_FILE_BACKOFF_S", 0.01)
+    with pytest.raises(StorageError, match="HDFS writer failed"):
+        io.write_atomic(join(root, "instant.json"), b"whole")
+    assert io.list_files(root) == []
+
+
 def test_exactly_one_of_many_concurrent_exclusive_creators_wins(io: FileIO, root: str) -> None:
     """What the master's timeline and the WAL's fence markers rely on: create-if-absent is
     atomic in the NameNode (a rename without OVERWRITE), and the winner's file is whole."""

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -77,6 +78,8 @@ class Daemon:
     workdir: Path
     heap: str
     process: subprocess.Popen[bytes] | None = None
+    #: A DataNode's data-transfer port (what a write pipeline connects to); None for the NameNode.
+    transfer_port: int | None = None
 
     @property
     def pid(self) -> int | None:
@@ -90,6 +93,15 @@ class Daemon:
         return [java, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *_OPENS,
                 "-Dhadoop.log.dir=" + str(self.workdir), "-cp", f"{self.workdir / 'conf'}:{lib.parent / 'web'}:{lib}/*",
                 self.main_class, *extra]
+
+    def serving(self) -> bool:
+        """Whether the daemon accepts connections on its data-transfer port (a DataNode
+        the NameNode still counts live from before a restart may not yet)."""
+        if self.transfer_port is None:
+            return True
+        with socket.socket() as probe:
+            probe.settimeout(1)
+            return probe.connect_ex(("127.0.0.1", self.transfer_port)) == 0
 
     def log_tail(self, chars: int = 3000) -> str:
         with contextlib.suppress(OSError):
@@ -179,7 +191,9 @@ class HdfsCluster:
 
     def wait_ready(self, datanodes: int | None = None, timeout: float = START_DEADLINE_S) -> None:
         """Wait until the NameNode is out of safe mode with ``datanodes`` (default: every
-        running one) live; a daemon that exits meanwhile fails at once, with its log."""
+        running one) live and every running DataNode accepts pipeline connections (the
+        NameNode keeps counting a killed one live for a while, so a count alone does not
+        say a restarted one is up); a daemon that exits meanwhile fails at once, with its log."""
         want = sum(d.running for d in self.datanodes) if datanodes is None else datanodes
         deadline = time.monotonic() + timeout
         state = "the NameNode's HTTP server is not up"
@@ -190,9 +204,11 @@ class HdfsCluster:
                                        f"{daemon.log_tail()}")
             with contextlib.suppress(OSError, ValueError):
                 live, safe = self.live_datanodes(), self.in_safe_mode()
-                if live >= want and not safe:
+                starting = [d.name for d in self.datanodes if d.running and not d.serving()]
+                if live >= want and not safe and not starting:
                     return
-                state = f"{live} of {want} DataNodes live, safe mode {'on' if safe else 'off'}"
+                state = (f"{live} of {want} DataNodes live, safe mode {'on' if safe else 'off'}"
+                         f"{', not serving yet: ' + ', '.join(starting) if starting else ''}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"HDFS is not ready after {timeout:.0f}s ({state}):\n"
                                    f"{self.namenode.log_tail()}")
@@ -249,10 +265,10 @@ def run_hdfs(datanodes: int = 3, *, version: str = VERSION, workdir: Path | None
     _configure(cluster, nn, block_size, {"dfs.namenode.name.dir": f"file://{nn.workdir / 'name'}"})
     for i in range(datanodes):
         dn = Daemon(f"datanode-{i}", "org.apache.hadoop.hdfs.server.datanode.DataNode",
-                    workdir / f"datanode-{i}", datanode_heap)
+                    workdir / f"datanode-{i}", datanode_heap, transfer_port=servers.free_port())
         _configure(cluster, dn, block_size, {
             "dfs.datanode.data.dir": f"file://{dn.workdir / 'data'}",
-            "dfs.datanode.address": f"127.0.0.1:{servers.free_port()}",
+            "dfs.datanode.address": f"127.0.0.1:{dn.transfer_port}",
             "dfs.datanode.http.address": f"127.0.0.1:{servers.free_port()}",
             "dfs.datanode.ipc.address": f"127.0.0.1:{servers.free_port()}",
         })
