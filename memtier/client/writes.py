@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from memtier.client.api import RETRY_SECONDS, WriteResult
+from memtier.client.api import RETRY_SECONDS, WriteResult, retrying
 from memtier.client.base import ClientBase
 from memtier.client.routing import Routing
 from memtier.errors import (
@@ -277,7 +277,8 @@ class Transaction:
     def __init__(self, client: Writes, table: str, batch_id: str) -> None:
         self.client = client
         self.table = table
-        begun = client.master.begin_txn(table, client.producer_id.hex(), batch_id)
+        begun = retrying(f"begin of transaction {batch_id!r} on {table}",
+                         lambda: client.master.begin_txn(table, client.producer_id.hex(), batch_id))
         self.txn_id: int = begun["txn_id"]
         self.state: str = begun["state"]
 
@@ -296,8 +297,10 @@ class Transaction:
     def commit(self) -> None:
         if self.state == "aborted":
             raise TransactionError(f"transaction {self.txn_id} was aborted; it cannot commit")
-        self.state = self.client.master.commit_txn(self.txn_id)
+        self.state = retrying(f"commit of transaction {self.txn_id}",
+                              lambda: self.client.master.commit_txn(self.txn_id))
 
     def abort(self) -> None:
         if self.state == "open":
-            self.state = self.client.master.abort_txn(self.txn_id)
+            self.state = retrying(f"abort of transaction {self.txn_id}",
+                                  lambda: self.client.master.abort_txn(self.txn_id))

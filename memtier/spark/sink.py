@@ -9,7 +9,9 @@ replay writes into it again, and rows of a keyed table merge by key, so nothing 
 doubled; aborted (Spark gave the batch up), the replay starts the next attempt's
 transaction. At-least-once from Spark, exactly-once in a keyed table (an append-only
 table has no key to merge on: a batch replayed after a killed query can repeat rows).
-Rows whose boolean ``_hoodie_is_deleted`` is true delete their key (Hudi's convention)."""
+Rows whose boolean ``_hoodie_is_deleted`` is true delete their key (Hudi's convention).
+The master's transaction calls are retried while it restarts (they are idempotent), as
+the writes are."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from memtier.client import Client
+from memtier.client.api import retrying
 from memtier.errors import InvalidArgumentError, TransactionError
 from memtier.spark.connection import client_for
 from memtier.spark.options import SourceOptions
@@ -48,7 +51,8 @@ def batch_transaction(client: Client, table: str, writer: str, batch_id: int) ->
     unless that one was aborted, then the next one's."""
     for attempt in range(_MAX_ATTEMPTS):
         name = f"{batch_id}" if attempt == 0 else f"{batch_id}.{attempt}"
-        begun = client.master.begin_txn(table, writer, name)
+        begun = retrying(f"begin of micro-batch {name} of {writer}",
+                         lambda name=name: client.master.begin_txn(table, writer, name))
         if begun["state"] != "aborted":
             return begun["txn_id"], begun["state"], name
     raise TransactionError(f"micro-batch {batch_id} of {writer} was aborted {_MAX_ATTEMPTS} times")
@@ -96,4 +100,5 @@ class StreamSink(DataSourceStreamArrowWriter):
         client = client_for(self.options)
         txn_id, state, _ = batch_transaction(client, self.options.table, sent[0].writer, batch_id)
         if state == "open":
-            (client.master.commit_txn if commit else client.master.abort_txn)(txn_id)
+            resolve = client.master.commit_txn if commit else client.master.abort_txn
+            retrying(f"{'commit' if commit else 'abort'} of micro-batch {batch_id}", lambda: resolve(txn_id))

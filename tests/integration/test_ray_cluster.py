@@ -138,15 +138,21 @@ def test_random_scenarios_on_ray_actors(cluster: object, seed: int, kind: str) -
     run_scenario(RayHarness(cluster), table, path, ops, keyless=kind == "keyless")
 
 
-def _stream(client: object, table: str, stop: threading.Event, acked: list[int], errors: list[BaseException]) -> None:
-    """Write batches of fresh keys until stopped, recording each acknowledged key."""
+def _stream(client: object, table: str, stop: threading.Event, acked: list[int], errors: list[BaseException],
+            *, in_transactions: bool = False) -> None:
+    """Write batches of fresh keys until stopped (each its own transaction, begun and
+    committed at the master, if ``in_transactions``), recording each acknowledged key."""
     next_key = 0
     try:
         while not stop.is_set():
             keys = list(range(next_key, next_key + 50))
             batch = pa.table({"id": keys, "ts": [1] * 50, "p": [f"p{k % 2}" for k in keys],
                               "v": [f"v{k}" for k in keys]}, schema=SCHEMA)
-            client.write(table, batch)  # type: ignore[attr-defined]
+            if in_transactions:
+                with client.transaction(table) as txn:  # type: ignore[attr-defined]
+                    txn.write(batch)
+            else:
+                client.write(table, batch)  # type: ignore[attr-defined]
             acked.extend(keys)
             next_key += 50
     except BaseException as e:  # surfaced by the test
@@ -238,6 +244,29 @@ def test_sigkill_during_a_write_stream_loses_no_acknowledged_row(
     client.flush(table)
     flushed = hudi_rs_read(path).column("id").to_pylist()
     assert sorted(flushed) == sorted(set(flushed)) and set(acked) <= set(flushed)
+
+
+def test_transactions_begin_and_commit_through_a_restart_of_the_master(cluster: object) -> None:
+    """A writer committing one transaction after another while the master is SIGKILLed:
+    beginning, committing (and aborting) wait out its restart as writes do (the calls are
+    idempotent), so none fails, and every committed row is there for committed readers."""
+    client = cluster.client()  # type: ignore[attr-defined]
+    table = f"txn_master_{uuid.uuid4().hex[:6]}"
+    client.create_table(table, SCHEMA, record_key="id", ordering_field="ts", partition_fields="p", buckets=2,
+                        path=join(cluster.path, "tables", table))  # type: ignore[attr-defined]
+    stop, acked, errors = threading.Event(), [], []
+    writer = threading.Thread(target=_stream, args=(client, table, stop, acked, errors),
+                              kwargs={"in_transactions": True})
+    writer.start()
+    wait_until(lambda: len(acked) >= 500 or errors, "transactions to get going")
+    _kill(cluster, "memtier-master")
+    count = len(acked)
+    wait_until(lambda: len(acked) >= count + 500 or errors, "transactions to go on after the restart")
+    stop.set()
+    writer.join(timeout=120)
+    assert not errors, errors
+    keys = client.read(table, "committed", columns=["id"]).column("id").to_pylist()
+    assert sorted(keys) == sorted(set(acked))
 
 
 def test_a_table_server_started_before_its_master_answers_registers_once_it_does(
