@@ -87,6 +87,7 @@ class TrinoServer:
                     return cursor.fetchall()
             except trino.exceptions.TrinoQueryError as e:
                 if e.error_name != "NO_NODES_AVAILABLE" or time.monotonic() > deadline:
+                    e.add_note("caused by:\n" + "\n".join(_causes(e.failure_info)))
                     raise
             time.sleep(0.5)  # polling interval while the worker (re)announces itself
 
@@ -110,6 +111,14 @@ class TrinoServer:
 
     def metastore_handle(self) -> FileMetastore:
         return FileMetastore(self.metastore)
+
+
+def _causes(failure: dict[str, Any] | None) -> Iterator[str]:
+    """The chain of causes in a failed query's failure info, one line each (what a query
+    error's own message leaves out, e.g. why the Hudi connector could not list splits)."""
+    while failure:
+        yield f"  {failure.get('type')}: {failure.get('message')}"
+        failure = failure.get("cause")
 
 
 def _log_tail(workdir: Path) -> str:
