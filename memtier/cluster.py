@@ -101,6 +101,7 @@ class MasterShell:
             storage_options=storage_options,
             wal_root=wal_root(root, config),
             heartbeat_timeout=config.heartbeat_timeout.total_seconds(),
+            writer_lease=config.writer_lease.total_seconds(),
             services=services,
             catalog=catalog,
         )
@@ -119,6 +120,7 @@ class MasterShell:
         self.master.check_servers()
         self.master.rebalance()
         self.master.check_services()
+        self.master.check_commits()
 
     def location(self) -> str:
         return self.rpc.location

@@ -119,6 +119,10 @@ _UNITS = {
 }
 
 
+#: How often a writer outside the tier renews the lease on its instant (cluster.writer-lease).
+WRITER_LEASE_RENEWAL = timedelta(seconds=2)
+
+
 def parse_size(text: str) -> int:
     """``"512MB"``, ``"64KiB"``, ``"1GB"``, ``"1000"`` (bytes) -> bytes."""
     match = re.match(r"^\s*(\d+(?:\.\d*)?)\s*([KMGT]?i?B?)\s*$", text, re.IGNORECASE)
@@ -375,6 +379,14 @@ class ClusterConfig:
         parse_duration,
         "a table server silent this long is dead: its buckets move to the others",
     )
+    writer_lease: timedelta = setting(
+        "cluster.writer-lease",
+        timedelta(seconds=60),
+        parse_duration,
+        "an instant begun by a writer outside the tier (a Spark backfill) whose writer has not renewed it "
+        "this long is rolled back: its writer is gone (a killed driver); at least three renewals "
+        f"({WRITER_LEASE_RENEWAL.total_seconds():.0f} s apart)",
+    )
     address: str | None = setting(
         "cluster.address",
         None,
@@ -410,6 +422,9 @@ class ClusterConfig:
     def __post_init__(self) -> None:
         if (self.tls_certificate is None) != (self.tls_key is None):
             raise InvalidArgumentError("set both cluster.tls.certificate and cluster.tls.key, or neither")
+        if self.writer_lease < 3 * WRITER_LEASE_RENEWAL:
+            raise InvalidArgumentError(f"cluster.writer-lease must be at least {3 * WRITER_LEASE_RENEWAL.total_seconds():.0f}s "
+                                       f"(three renewals), got {self.writer_lease.total_seconds():g}s")
 
 
 # ======================================================================================

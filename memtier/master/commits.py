@@ -47,6 +47,7 @@ class _Pending:
     began_after: int  # the completion sequence number when it began
     file_groups: set[FileGroupRef] = field(default_factory=set)
     life: str | None = None  # the life of the table server that began it, if one did
+    heard: float | None = None  # when its writer last renewed its lease, if it holds one
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,24 @@ class CommitLog:
         self._forgotten_upto = 0  # completions up to this sequence are no longer listed
 
     def begin(self, instant: str, action: str, owner: str, file_groups: Iterable[FileGroupRef] = (),
-              life: str | None = None) -> None:
+              life: str | None = None, leased_at: float | None = None) -> None:
         """Record a new pending instant (its requested file is on the timeline), begun by
-        ``owner`` (living ``life``, for a table server)."""
-        self._pending[instant] = _Pending(action, owner, self._sequence, set(file_groups), life)
+        ``owner`` (living ``life``, for a table server); ``leased_at``: when its writer
+        took a lease it renews (:meth:`renew`), for a writer outside the tier."""
+        self._pending[instant] = _Pending(action, owner, self._sequence, set(file_groups), life, leased_at)
+
+    def renew(self, instant: str, now: float) -> None:
+        """The writer of a leased pending instant is alive at ``now``."""
+        self.pending(instant)
+        if self._pending[instant].heard is None:
+            raise CommitFailedError(f"instant {instant} holds no lease to renew")
+        self._pending[instant].heard = now
+
+    def lapsed(self, now: float, lease_s: float, since: float) -> list[tuple[str, str, float]]:
+        """Leased pending instants whose writer was not heard for ``lease_s`` (silence
+        before ``since`` not counted): (instant, owner, seconds since it was heard)."""
+        return [(instant, p.owner, now - p.heard) for instant, p in self._pending.items()
+                if p.heard is not None and now - max(p.heard, since) > lease_s]
 
     def pending(self, instant: str) -> str:
         """The action of a pending instant; :class:`CommitFailedError` when it is not

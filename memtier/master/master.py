@@ -134,6 +134,7 @@ class Master:
         connect: Callable[[str, str], ServerHandle],
         storage_options: Mapping[str, str] | None = None,
         heartbeat_timeout: float = 5.0,
+        writer_lease: float = 60.0,
         clock: Callable[[], float] = time.time,
         services: Mapping[str, str] | None = None,
         catalog: Mapping[str, str] | None = None,
@@ -143,7 +144,9 @@ class Master:
         ``connect(server_id, location)`` opens a handle on a table server; ``services``
         are the ``services.*`` settings (the table-service policies); ``catalog`` the
         ``catalog.*`` settings (the metastore tables are registered in); ``wal_root``
-        where the table servers keep their WALs (default ``<root>/_memtier/wal``)."""
+        where the table servers keep their WALs (default ``<root>/_memtier/wal``);
+        ``writer_lease``: seconds after which an instant whose writer outside the tier
+        stopped renewing its lease is rolled back."""
         self.root = root
         self._io = open_fileio(root, storage_options)
         self._wal_root = wal_root or join(root, "_memtier", "wal")
@@ -152,6 +155,7 @@ class Master:
         self._store = MasterStore(self._io, join(root, "_memtier", "master", "state.json"))
         self._connect = connect
         self._heartbeat_timeout = heartbeat_timeout
+        self._writer_lease = writer_lease
         self._clock = clock
         self._lock = threading.RLock()
         self._placement_lock = threading.Lock()  # one placement change at a time
@@ -725,16 +729,20 @@ class Master:
     def begin_commit(
         self, table: str, action: str, *, owner: str,
         file_groups: Sequence[FileGroupRef] = (), plan: bytes = b"", life: str | None = None,
+        leased: bool = False,
     ) -> str:
         """A new instant of ``action`` on the table's timeline, requested (holding
         ``plan``, e.g. a compaction plan); ``owner`` names the writer in conflict
         reports, ``file_groups`` (partition, file id) are those it will write, as far
         as it knows them yet. A table server's flush names its ``life``: refused
-        (:class:`FencedError`) once that life lost its buckets."""
+        (:class:`FencedError`) once that life lost its buckets. A ``leased`` one (a
+        writer outside the tier: a Spark backfill) is rolled back once its writer has
+        not renewed it (:meth:`renew_commit`) for the writer lease."""
         meta = self._meta(table)
         self._check_life(life, f"{action} of {table} by {owner}")
         with self._table_lock(table):
-            instant = self._request_locked(table, meta, action, owner, _refs(file_groups), plan, life)
+            instant = self._request_locked(table, meta, action, owner, _refs(file_groups), plan, life,
+                                           self._clock() if leased else None)
         log.debug("%s %s of %s by %s requested", action, instant, table, owner)
         return instant
 
@@ -757,15 +765,38 @@ class Master:
 
     def _request_locked(
         self, table: str, meta: TableMeta, action: str, owner: str, refs: list[FileGroupRef], plan: bytes,
-        life: str | None = None,
+        life: str | None = None, leased_at: float | None = None,
     ) -> str:
         timeline_last = meta.timeline().last_timestamp() or ""
         instant = new_instant_time(max(timeline_last, self._last_instant.get(table, "")) or None,
                                    lambda: _utc(self._clock()))
         meta.timeline_writer().request(instant, action, plan)
         self._last_instant[table] = instant
-        self._commits(table).begin(instant, action, owner, refs, life)
+        self._commits(table).begin(instant, action, owner, refs, life, leased_at)
         return instant
+
+    def renew_commit(self, table: str, instant: str) -> None:
+        """The writer of a leased instant is alive; :class:`CommitFailedError` once the
+        instant is no longer pending (rolled back when its lease lapsed, say)."""
+        with self._table_lock(table):
+            self._commits(table).renew(instant, self._clock())
+
+    def check_commits(self) -> list[str]:
+        """Roll back leased instants whose writer went silent for the writer lease (a
+        Spark driver killed mid-backfill); the instants rolled back."""
+        with self._lock:
+            tables = [t for t in self._commit_logs if t in self._state.tables]
+        rolled = []
+        for table in tables:
+            meta = self._meta(table)
+            with self._table_lock(table):
+                for instant, owner, silent in self._commits(table).lapsed(self._clock(), self._writer_lease,
+                                                                         self._heard_since):
+                    log.warning("rolling back %s of %s: its writer %s was not heard for %.0fs", instant, table,
+                                owner, silent)
+                    self._rollback_locked(table, meta, instant)
+                    rolled.append(instant)
+        return rolled
 
     def adopt_pending(self, table: str, instant: str, action: str, owner: str,
                       file_groups: Sequence[FileGroupRef]) -> None:

@@ -66,8 +66,9 @@ class MasterService(ActionService):
             "txn_snapshot": lambda r: m.txn_snapshot().to_dict(),
             "begin_commit": lambda r: {"instant": m.begin_commit(
                 r["table"], r["action"], owner=r["owner"], file_groups=r["file_groups"], plan=r["plan"],
-                life=r.get("life"),
+                life=r.get("life"), leased=bool(r.get("leased")),
             )},
+            "renew_commit": lambda r: no_result(m.renew_commit(r["table"], r["instant"])),
             "commit_inflight": lambda r: no_result(m.commit_inflight(
                 r["table"], r["instant"], r["planned"], r["file_groups"], life=r.get("life"),
             )),
@@ -184,9 +185,13 @@ class MasterProxy(Proxy):
 
     # the commit path
     def begin_commit(self, table: str, action: str, *, owner: str,
-                     file_groups: Sequence[FileGroupRef] = (), plan: bytes = b"", life: str | None = None) -> str:
+                     file_groups: Sequence[FileGroupRef] = (), plan: bytes = b"", life: str | None = None,
+                     leased: bool = False) -> str:
         return self._call("begin_commit", table=table, action=action, owner=owner,
-                          file_groups=[list(g) for g in file_groups], plan=plan, life=life)["instant"]
+                          file_groups=[list(g) for g in file_groups], plan=plan, life=life, leased=leased)["instant"]
+
+    def renew_commit(self, table: str, instant: str) -> None:
+        self._call("renew_commit", table=table, instant=instant)
 
     def commit_inflight(self, table: str, instant: str, planned: bytes = b"",
                         file_groups: Sequence[FileGroupRef] = (), *, life: str | None = None) -> None:

@@ -20,6 +20,7 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
+from memtier.client.lease import InstantLease
 from memtier.errors import InvalidArgumentError
 from memtier.hudi.commit import WriteStat
 from memtier.hudi.evolution import merge
@@ -41,6 +42,10 @@ from memtier.spark.options import SourceOptions
 from memtier.spark.types import check_columns
 
 __all__ = ["Backfill", "BackfillFiles"]
+
+#: The driver's leases on the instants of backfills under way (kept out of the writer,
+#: which Spark sends to its executors), by instant.
+_leases: dict[str, InstantLease] = {}
 
 
 @dataclass
@@ -77,7 +82,8 @@ class Backfill(DataSourceArrowWriter):
             meta = self._meta()
         prepare_write(meta, meta.schema.empty_table().select(checked), self.operation)
         self.owner = f"spark-backfill-{uuid.uuid4().hex[:12]}"
-        self.instant: str = client.master.begin_commit(options.table, "deltacommit", owner=self.owner)
+        self.instant: str = client.master.begin_commit(options.table, "deltacommit", owner=self.owner, leased=True)
+        _leases[self.instant] = InstantLease(client.master, options.table, self.instant)
 
     def _meta(self) -> TableMeta:
         return TableMeta.load(open_fileio(self.path, self.storage_options), self.path)
@@ -97,6 +103,7 @@ class Backfill(DataSourceArrowWriter):
         return BackfillFiles([write_file_group(meta, p, self.instant, timeline).to_dict() for p in plans])
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        _end_lease(self.instant)
         content, groups = self._metadata(messages)
         master = client_for(self.options).master
         master.commit_inflight(self.options.table, self.instant, content, file_groups=groups)
@@ -106,6 +113,7 @@ class Backfill(DataSourceArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Roll the instant back, naming the files finished tasks wrote so that the
         rollback deletes them; nothing to do when its commit rolled it back already."""
+        _end_lease(self.instant)
         content, _ = self._metadata(messages)
         client_for(self.options).master.abort_commit(self.options.table, self.instant, content)
 
@@ -114,6 +122,14 @@ class Backfill(DataSourceArrowWriter):
         stats = [WriteStat.from_dict(s) for m in messages if isinstance(m, BackfillFiles) for s in m.stats]
         groups = sorted({(s.partition_path, s.file_id) for s in stats})
         return commit_metadata(self._meta(), stats, OPERATIONS[self.operation]).to_json(), groups
+
+
+def _end_lease(instant: str) -> None:
+    """Stop renewing the lease on ``instant`` (in the driver; the commit or abort that
+    follows ends the instant either way)."""
+    lease = _leases.pop(instant, None)
+    if lease is not None:
+        lease.stop()
 
 
 def _write_token() -> tuple[int, str]:

@@ -7,7 +7,10 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +18,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from memtier.io import join
+from memtier.hudi.tablemeta import TableMeta
+from memtier.io import join, open_fileio
 from memtier.master.service import MasterProxy
 from memtier.tableserver.service import TableServerProxy
 from tests.support.hudirs import hudi_rs_read
@@ -26,6 +30,25 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 ray = pytest.importorskip("ray")
 
 SERVERS = 2
+#: cluster.writer-lease of this module's cluster: short, for the killed backfill's driver.
+LEASE_S = 10
+
+#: A backfill's driver (the steps Spark runs, driven directly): begins, writes its files,
+#: says so, and waits to be killed before it commits.
+BACKFILL_DRIVER = """
+import sys, time
+import pyarrow as pa
+from memtier.spark.backfill import Backfill
+from memtier.spark.options import BACKFILL, SourceOptions
+from tests.support.scenario import SCHEMA
+
+address, table = sys.argv[1:3]
+backfill = Backfill(SourceOptions.parse({"table": table, "address": address}, BACKFILL, "batch write"), SCHEMA)
+backfill.write(iter(pa.table({"id": [1, 2], "ts": [9, 9], "p": ["p0", "p1"], "v": ["b", "b"]},
+                             schema=SCHEMA).to_batches()))
+print(backfill.instant, flush=True)
+time.sleep(600)
+"""
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +62,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, wal_dir: Path) -> Iterator
     import memtier
 
     root = tmp_path_factory.mktemp("memtier-ray")
-    running = memtier.start_local(str(root), table_servers=SERVERS, config={"cluster.wal-path": str(wal_dir)})
+    running = memtier.start_local(str(root), table_servers=SERVERS, config={"cluster.wal-path": str(wal_dir),
+                                                                           "cluster.writer-lease": f"{LEASE_S}s"})
     yield running
     running.shutdown()
 
@@ -267,6 +291,37 @@ def test_transactions_begin_and_commit_through_a_restart_of_the_master(cluster: 
     assert not errors, errors
     keys = client.read(table, "committed", columns=["id"]).column("id").to_pylist()
     assert sorted(keys) == sorted(set(acked))
+
+
+def test_the_instant_of_a_backfill_whose_driver_was_killed_is_rolled_back_after_the_writer_lease(
+    cluster: object,
+) -> None:
+    """A backfill's driver renews the lease on its deltacommit while it runs (it stays
+    pending past the lease); SIGKILLed before its commit, the master rolls the instant
+    back once the lease lapses, deleting what it wrote, and the table takes flushes on."""
+    client = cluster.client()  # type: ignore[attr-defined]
+    table = f"backfill_lease_{uuid.uuid4().hex[:6]}"
+    path = join(cluster.path, "tables", table)  # type: ignore[attr-defined]
+    client.create_table(table, SCHEMA, record_key="id", ordering_field="ts", partition_fields="p", buckets=2,
+                        path=path)
+    meta = TableMeta.load(open_fileio(path), path)
+    driver = subprocess.Popen([sys.executable, "-c", BACKFILL_DRIVER, cluster.address, table],  # type: ignore[attr-defined]
+                              stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert driver.stdout is not None
+        instant = driver.stdout.readline().strip()
+        assert instant, f"the backfill's driver exited with {driver.wait()}"
+        pending = lambda: {i.timestamp for i in meta.timeline().pending(None)}  # noqa: E731
+        time.sleep(LEASE_S + 3)  # past the lease: renewed, so still pending
+        assert instant in pending()
+    finally:
+        driver.kill()
+        driver.wait()
+    wait_until(lambda: instant not in pending(), "the killed backfill's instant to be rolled back", timeout=60)
+    assert any(i.action == "rollback" for i in meta.timeline().completed(None))
+    client.write(table, pa.table({"id": [1, 3], "ts": [1, 1], "p": ["p1", "p1"], "v": ["a", "a"]}, schema=SCHEMA))
+    client.flush(table)
+    assert sorted(hudi_rs_read(path).column("id").to_pylist()) == [1, 3]  # nothing of the backfill
 
 
 def test_a_table_server_started_before_its_master_answers_registers_once_it_does(

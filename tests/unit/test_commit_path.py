@@ -70,6 +70,22 @@ def test_an_instant_older_than_what_the_log_remembers_is_refused(monkeypatch) ->
     ]
 
 
+def test_a_leased_instant_lapses_when_its_writer_is_not_heard_and_not_for_silence_before_since() -> None:
+    log = CommitLog()
+    log.begin("001", "deltacommit", "backfill", leased_at=100.0)
+    log.begin("002", "deltacommit", "ts-0")  # a table server's: no lease (its life is watched instead)
+    assert log.lapsed(109.0, 10.0, since=0.0) == []
+    log.renew("001", 105.0)
+    assert log.lapsed(114.0, 10.0, since=0.0) == []
+    assert log.lapsed(116.0, 10.0, since=0.0) == [("001", "backfill", 11.0)]
+    assert log.lapsed(116.0, 10.0, since=110.0) == []  # the master itself did not run before 110
+    with pytest.raises(CommitFailedError, match="no lease"):
+        log.renew("002", 116.0)
+    log.forget("001")
+    with pytest.raises(CommitFailedError, match="not pending"):
+        log.renew("001", 117.0)
+
+
 # == the master ===========================================================================
 
 
@@ -168,3 +184,22 @@ def test_the_commit_path_over_rpc_carries_plans_file_groups_and_the_conflict_err
             proxy.complete_commit("t", backfill, _content(master, ["f1"]), check_conflicts=True)
         proxy.abort_commit("t", backfill)  # already rolled back: nothing to do
     assert _states(master) == {flush: State.COMPLETED}
+
+
+def test_the_master_rolls_back_a_leased_instant_whose_writer_went_silent(tmp_path) -> None:
+    now = [1000.0]
+    master = Master(str(tmp_path), connect=lambda *_: None, writer_lease=10.0, clock=lambda: now[0])
+    master.create_table("t", SCHEMA, "id", ordering_field="ts", buckets=2)
+    renewed = master.begin_commit("t", "deltacommit", owner="backfill-a", leased=True)
+    silent = master.begin_commit("t", "deltacommit", owner="backfill-b", leased=True)
+    unleased = master.begin_commit("t", "deltacommit", owner="w")
+    now[0] += 8
+    master.renew_commit("t", renewed)
+    now[0] += 5
+    assert master.check_commits() == [silent]
+    assert set(_states(master)) == {renewed, unleased}
+    with pytest.raises(CommitFailedError, match="not pending"):
+        master.renew_commit("t", silent)  # its writer learns it at its next renewal
+    master.commit_inflight("t", renewed, _content(master, []))
+    master.complete_commit("t", renewed, _content(master, []))
+    assert _states(master)[renewed] is State.COMPLETED
