@@ -783,19 +783,24 @@ class Master:
 
     def check_commits(self) -> list[str]:
         """Roll back leased instants whose writer went silent for the writer lease (a
-        Spark driver killed mid-backfill); the instants rolled back."""
+        Spark driver killed mid-backfill); the instants rolled back. A table busy
+        committing is looked at on the next check (the monitor never waits on it)."""
         with self._lock:
             tables = [t for t in self._commit_logs if t in self._state.tables]
         rolled = []
         for table in tables:
-            meta = self._meta(table)
-            with self._table_lock(table):
-                for instant, owner, silent in self._commits(table).lapsed(self._clock(), self._writer_lease,
-                                                                         self._heard_since):
+            lock = self._table_lock(table)
+            if not lock.acquire(blocking=False):
+                continue
+            try:
+                lapsed = self._commits(table).lapsed(self._clock(), self._writer_lease, self._heard_since)
+                for instant, owner, silent in lapsed:
                     log.warning("rolling back %s of %s: its writer %s was not heard for %.0fs", instant, table,
                                 owner, silent)
-                    self._rollback_locked(table, meta, instant)
+                    self._rollback_locked(table, self._meta(table), instant)
                     rolled.append(instant)
+            finally:
+                lock.release()
         return rolled
 
     def adopt_pending(self, table: str, instant: str, action: str, owner: str,
