@@ -82,7 +82,8 @@ def test_benchmark_runs_and_reports(name: str, tmp_path: Path) -> None:
     env = {**os.environ, "MEMTIER_BENCH_RESULTS": str(tmp_path)}
     done = subprocess.run([sys.executable, *RUNS[name]], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=SOAK_TIMEOUT_S if name == "soak" else 600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    # (the soak's verdict, the checker's table, is on stdout: a failure shows its end too)
+    assert done.returncode == 0, f"stderr:\n{done.stderr[-3000:]}\nstdout:\n{done.stdout[-3000:]}"
     report = json.loads((tmp_path / f"{name}.json").read_text())
     assert report["rows"], report
     if name == "soak":
