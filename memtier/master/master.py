@@ -581,7 +581,12 @@ class Master:
             move = rebalance_move(self._state.assignments, loads)
         if move is None:
             return None
-        table, bucket, source, target = move
+        self.move_bucket(*move)
+        return move
+
+    def move_bucket(self, table: str, bucket: int, source: str, target: str) -> None:
+        """Move ``bucket`` of ``table`` from the live server ``source`` (which releases it)
+        to ``target`` (which recovers it from the WAL)."""
         self._servers[source].handle.release(table, [bucket])
         self._servers[target].handle.acquire(table, [bucket], life=self._servers[target].life)
         with self._lock:
@@ -589,7 +594,6 @@ class Master:
             buckets[bucket] = target
             self._save(self._state.with_assignment(table, buckets))
         log.info("moved bucket %d of %s from %s to %s", bucket, table, source, target)
-        return move
 
     def _owners(self, table: str) -> dict[str, set[int]]:
         owners: dict[str, set[int]] = {}
