@@ -16,7 +16,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -744,7 +744,7 @@ class Master:
 
     def begin_planned(
         self, table: str, action: str, owner: str,
-        make_plan: Callable[[set[FileGroupRef]], tuple[bytes, list[FileGroupRef]] | None],
+        make_plan: Callable[[Collection[FileGroupRef]], tuple[bytes, list[FileGroupRef]] | None],
     ) -> tuple[str, list[FileGroupRef]] | None:
         """:meth:`begin_commit` with a plan made under the table's commit lock:
         ``make_plan(busy)`` sees the file groups pending instants touch (none of which
