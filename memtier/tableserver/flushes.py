@@ -182,6 +182,11 @@ class Flushes(ServerBase):
             work, more = _round(ready, self._flush_round_bytes)
             if not work:
                 return None, False
+            # file groups whose blocks go to one file group (a clustering gave it their
+            # bucket) become one change, their rows in this order: the order they were
+            # written in (a delete in commit order would undo a later write otherwise), not
+            # the order this server came to hold them in (recovered from the WAL: any)
+            work.sort(key=lambda item: item[1][0].header.created_ms)
             taken = sum(b.nbytes for _, blocks in work for b in blocks)
             # taken from the budget while flushing: the copies here and in the flush worker,
             # and evicted blocks read back
