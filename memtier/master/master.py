@@ -16,7 +16,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -585,7 +585,12 @@ class Master:
             move = rebalance_move(self._state.assignments, loads)
         if move is None:
             return None
-        table, bucket, source, target = move
+        self.move_bucket(*move)
+        return move
+
+    def move_bucket(self, table: str, bucket: int, source: str, target: str) -> None:
+        """Move ``bucket`` of ``table`` from the live server ``source`` (which releases it)
+        to ``target`` (which recovers it from the WAL)."""
         self._servers[source].handle.release(table, [bucket])
         self._servers[target].handle.acquire(table, [bucket], life=self._servers[target].life)
         with self._lock:
@@ -593,7 +598,6 @@ class Master:
             buckets[bucket] = target
             self._save(self._state.with_assignment(table, buckets))
         log.info("moved bucket %d of %s from %s to %s", bucket, table, source, target)
-        return move
 
     def _owners(self, table: str) -> dict[str, set[int]]:
         owners: dict[str, set[int]] = {}
@@ -748,7 +752,7 @@ class Master:
 
     def begin_planned(
         self, table: str, action: str, owner: str,
-        make_plan: Callable[[set[FileGroupRef]], tuple[bytes, list[FileGroupRef]] | None],
+        make_plan: Callable[[Collection[FileGroupRef]], tuple[bytes, list[FileGroupRef]] | None],
     ) -> tuple[str, list[FileGroupRef]] | None:
         """:meth:`begin_commit` with a plan made under the table's commit lock:
         ``make_plan(busy)`` sees the file groups pending instants touch (none of which
