@@ -590,13 +590,18 @@ class Master:
 
     def move_bucket(self, table: str, bucket: int, source: str, target: str) -> None:
         """Move ``bucket`` of ``table`` from the live server ``source`` (which releases it)
-        to ``target`` (which recovers it from the WAL)."""
+        to ``target`` (which recovers it from the WAL). The new owner is saved before it
+        takes the bucket: a master that dies at any point of the move leaves one owner
+        once the servers register with the next (the saved one takes the bucket then;
+        saved after, a target that took it would keep it beside the source, which takes
+        it back). Until it has, the target refuses the bucket's writes and reads: clients
+        retry."""
         self._servers[source].handle.release(table, [bucket])
-        self._servers[target].handle.acquire(table, [bucket], life=self._servers[target].life)
         with self._lock:
             buckets = dict(self._state.assignments.get(table, {}))
             buckets[bucket] = target
             self._save(self._state.with_assignment(table, buckets))
+        self._servers[target].handle.acquire(table, [bucket], life=self._servers[target].life)
         log.info("moved bucket %d of %s from %s to %s", bucket, table, source, target)
 
     def _owners(self, table: str) -> dict[str, set[int]]:

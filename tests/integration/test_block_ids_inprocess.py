@@ -77,3 +77,44 @@ def test_a_bucket_back_from_another_server_numbers_its_blocks_after_the_flushed_
     cluster.restart_server("a")  # what a held comes back from the WAL
 
     model.check(cluster.client().read("t"), "memtier")
+
+
+class MasterDied(Exception):
+    """The master's process ended here (its calls after this never happen)."""
+
+
+@pytest.mark.parametrize("dies", ["before the target takes the bucket", "after the target took it"])
+def test_a_master_that_dies_inside_a_bucket_move_leaves_one_owner(
+    cluster: InProcessCluster, monkeypatch: pytest.MonkeyPatch, dies: str
+) -> None:
+    """A rebalance moving a bucket between two live servers, the master gone mid-way: once
+    the servers register with the next master, exactly one holds the bucket, and every
+    acknowledged write of it is read (with the new owner saved only after the target took
+    it, the source took it back while the target kept it: two owners)."""
+    a = cluster.add_server("a")
+    cluster.master.create_table("t", SCHEMA, "id", ordering_field="ts", buckets=BUCKETS)
+    b = cluster.add_server("b")
+    client = cluster.client()
+    model = Acked(keyed=True)
+    data = batch(KEYS, 1)
+    client.write("t", data)
+    model.acknowledged(data)
+    taken = b.acquire
+
+    def acquire_then_die(table: str, buckets: list[int], *, life: str | None = None) -> None:
+        if dies == "after the target took it":
+            taken(table, buckets, life=life)
+        raise MasterDied(dies)
+
+    monkeypatch.setattr(b, "acquire", acquire_then_die)
+    with pytest.raises(MasterDied):
+        cluster.master.move_bucket("t", MOVED, "a", "b")
+    monkeypatch.undo()
+    cluster.restart_master()
+    assert [s for s, server in sorted(cluster.servers.items()) if MOVED in server.owned("t")] in (["a"], ["b"])
+    client = cluster.client()
+    data = batch(KEYS, 2)
+    client.write("t", data)
+    model.acknowledged(data)
+    model.check(client.read("t"), "memtier")
+    assert a is cluster.servers["a"]
