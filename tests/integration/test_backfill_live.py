@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -134,8 +135,26 @@ def _new_table(cluster: Any) -> str:
     return name
 
 
-def _backfill(spark: Any, table: str, batch: pa.Table) -> None:
+def _after_a_flush(path: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A Spark task's body that holds its rows back until a flush commits after the task
+    began: the backfill's instant is pending by then, so the tier flushes while the
+    backfill runs however quick the backfill is (on a loaded machine the forced flushes
+    alone may all miss it)."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        def flushes() -> int:
+            return len(HudiTable.open(path).timeline().completed(("deltacommit",)))
+
+        seen, deadline = flushes(), time.monotonic() + 60
+        while flushes() == seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+        yield from batches
+
+    return run
+
+
+def _backfill(spark: Any, table: str, path: str, batch: pa.Table) -> None:
     df = spark.createDataFrame(batch.to_pandas()).repartition(4)
+    df = df.mapInArrow(_after_a_flush(path), df.schema)
     df.write.format("memtier").option("table", table).option("operation", "upsert").mode("append").save()
 
 
@@ -178,7 +197,7 @@ def _run(cluster: Any, spark: Any, hudi_spark: HudiSpark, ts_choices: tuple[int,
     try:
         wait_until(lambda: stream.batches or stream.errors, "the stream's first batch")
         with flusher:  # the automatic flushes may all miss a short backfill: flushes forced meanwhile too
-            _backfill(spark, table, _rows(np.arange(ROWS), BACKFILL_TS, "backfill"))
+            _backfill(spark, table, client.describe(table)["path"], _rows(np.arange(ROWS), BACKFILL_TS, "backfill"))
         done = len(stream.batches)
         while len(stream.batches) < done + 20 and not stream.errors:  # streamed after the backfill's commit
             stream.stop.wait(0.05)

@@ -47,6 +47,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     running.shutdown()
 
 
+@pytest.fixture(autouse=True)
+def whole(cluster: object) -> None:
+    """Every table server alive before a test: one a test before stopped may still be
+    resetting into a new life, and a table made meanwhile would place no bucket on it."""
+    client = cluster.client()  # type: ignore[attr-defined]
+    wait_until(lambda: set(lives(client)) == {"ts-0", "ts-1"} and all(lives(client).values()),
+               "both table servers to be alive", 60)
+
+
 @pytest.fixture
 def stopped() -> Iterator[list[int]]:
     """Processes a test stopped: continued at its end whatever happened."""
