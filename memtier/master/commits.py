@@ -17,8 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from memtier.errors import CommitFailedError
+
+if TYPE_CHECKING:
+    from memtier.master.foreign import TimelineMark
 
 __all__ = ["CommitLog", "FileGroupRef", "can_conflict"]
 
@@ -48,6 +52,7 @@ class _Pending:
     file_groups: set[FileGroupRef] = field(default_factory=set)
     life: str | None = None  # the life of the table server that began it, if one did
     heard: float | None = None  # when its writer last renewed its lease, if it holds one
+    mark: TimelineMark | None = None  # the timeline when it began, for other writers' instants
 
 
 @dataclass(frozen=True)
@@ -67,14 +72,25 @@ class CommitLog:
         self._sequence = 0
         self._pending: dict[str, _Pending] = {}
         self._completed: list[_Completed] = []
+        self._completed_here: set[str] = set()
         self._forgotten_upto = 0  # completions up to this sequence are no longer listed
 
     def begin(self, instant: str, action: str, owner: str, file_groups: Iterable[FileGroupRef] = (),
-              life: str | None = None, leased_at: float | None = None) -> None:
+              life: str | None = None, leased_at: float | None = None, mark: TimelineMark | None = None) -> None:
         """Record a new pending instant (its requested file is on the timeline), begun by
         ``owner`` (living ``life``, for a table server); ``leased_at``: when its writer
-        took a lease it renews (:meth:`renew`), for a writer outside the tier."""
-        self._pending[instant] = _Pending(action, owner, self._sequence, set(file_groups), life, leased_at)
+        took a lease it renews (:meth:`renew`), for a writer outside the tier; ``mark``:
+        the timeline as it began."""
+        self._pending[instant] = _Pending(action, owner, self._sequence, set(file_groups), life, leased_at, mark)
+
+    def began(self, instant: str) -> tuple[TimelineMark | None, set[FileGroupRef]]:
+        """A pending instant's timeline mark and the file groups it touches so far."""
+        self.pending(instant)
+        return self._pending[instant].mark, set(self._pending[instant].file_groups)
+
+    def completed_here(self, instant: str) -> bool:
+        """Whether ``instant`` completed through this log (among those it still lists)."""
+        return instant in self._completed_here
 
     def renew(self, instant: str, now: float) -> None:
         """The writer of a leased pending instant is alive at ``now``."""
@@ -168,8 +184,10 @@ class CommitLog:
         self._sequence += 1
         touched = frozenset(pending.file_groups | set(file_groups))
         self._completed.append(_Completed(self._sequence, instant, pending.action, pending.owner, touched))
+        self._completed_here.add(instant)
         if len(self._completed) > _KEEP_COMPLETED:
             dropped = self._completed[: len(self._completed) - _KEEP_COMPLETED]
+            self._completed_here.difference_update(d.instant for d in dropped)
             self._forgotten_upto = dropped[-1].sequence
             del self._completed[: len(dropped)]
 
