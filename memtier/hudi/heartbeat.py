@@ -11,7 +11,7 @@ heartbeat is missing or older than the interval times ``hoodie.client.heartbeat.
 
 :class:`Heartbeats` keeps one for each instant the master begins, so that no Hudi writer
 takes a live memtier instant for a failed one, and tells a live Hudi writer's instants
-from the master's own (whose heartbeat files say :data:`MEMTIER_HEARTBEAT`).
+from the master's own (whose heartbeat files say :data:`OWN_HEARTBEAT`).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from collections.abc import Callable
 
 from memtier.io import FileIO, join
 
-__all__ = ["HUDI_HEARTBEAT_EXPIRY_S", "MEMTIER_HEARTBEAT", "Heartbeats", "heartbeat_path"]
+__all__ = ["HUDI_HEARTBEAT_EXPIRY_S", "OWN_HEARTBEAT", "Heartbeats", "heartbeat_path"]
 
 #: When Hudi's writers take an instant's heartbeat for expired, with their defaults
 #: (an interval of 60 s, 2 misses tolerated).
 HUDI_HEARTBEAT_EXPIRY_S = 120.0
 #: The content of the master's heartbeat files (Hudi's are empty and never read).
-MEMTIER_HEARTBEAT = b"memtier"
+OWN_HEARTBEAT = b"memtier"
 
 
 def heartbeat_path(base_path: str, instant: str) -> str:
@@ -49,7 +49,7 @@ class Heartbeats:
         self._beat(instant)
 
     def _beat(self, instant: str) -> None:
-        self._io.write_atomic(heartbeat_path(self._base, instant), MEMTIER_HEARTBEAT)
+        self._io.write_atomic(heartbeat_path(self._base, instant), OWN_HEARTBEAT)
         self._beaten[instant] = self._clock()
 
     def stop(self, instant: str) -> None:
@@ -72,7 +72,7 @@ class Heartbeats:
         path = heartbeat_path(self._base, instant)
         try:
             info = self._io.info(path)
-            if self._io.read_bytes(path) == MEMTIER_HEARTBEAT:
+            if self._io.read_bytes(path) == OWN_HEARTBEAT:
                 return False
         except FileNotFoundError:
             return False

@@ -17,14 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from memtier.errors import CommitFailedError
+from memtier.hudi.timeline import Instant, Timeline
 
-if TYPE_CHECKING:
-    from memtier.master.foreign import TimelineMark
-
-__all__ = ["CommitLog", "FileGroupRef", "can_conflict"]
+__all__ = ["CommitLog", "FileGroupRef", "TimelineMark", "can_conflict", "describe_write"]
 
 #: A file group: (partition path, file id).
 FileGroupRef = tuple[str, str]
@@ -42,6 +39,24 @@ _COMPATIBLE = {frozenset({"deltacommit", "compaction"})}
 def can_conflict(action: str, other: str) -> bool:
     """Whether two instants of these actions touching one file group conflict."""
     return frozenset({action, other}) not in _COMPATIBLE
+
+
+@dataclass(frozen=True)
+class TimelineMark:
+    """The timeline when an instant began: its newest completed commit-type instant and
+    the instants then pending (any of them may complete before this one)."""
+
+    last_completed: str
+    pending: frozenset[str]
+
+    @classmethod
+    def of(cls, timeline: Timeline) -> TimelineMark:
+        last = timeline.last_completed()
+        return cls(last.timestamp if last else "", frozenset(i.timestamp for i in timeline.pending(None)))
+
+    def after(self, instant: Instant) -> bool:
+        """Whether ``instant`` (now completed) completed after this mark was taken."""
+        return instant.timestamp > self.last_completed or instant.timestamp in self.pending
 
 
 @dataclass
@@ -141,10 +156,10 @@ class CommitLog:
                          "began that the master no longer remembers")
         for done in self._completed:
             if done.sequence > me.began_after and done.file_groups & mine and counts(done.action):
-                found.append(_describe(done.instant, done.action, done.owner, done.file_groups & mine))
+                found.append(describe_write(done.instant, done.action, done.owner, done.file_groups & mine))
         for other, pending in self._pending.items():
             if other != instant and pending.file_groups & mine and counts(pending.action):
-                found.append(_describe(other, pending.action, pending.owner, pending.file_groups & mine)
+                found.append(describe_write(other, pending.action, pending.owner, pending.file_groups & mine)
                              + " (pending)")
         return found
 
@@ -163,7 +178,7 @@ class CommitLog:
         for done in self._completed:
             if done.sequence > me.began_after and done.action in actions:
                 for group in done.file_groups & wanted:
-                    found.setdefault(group, []).append(_describe(done.instant, done.action, done.owner, [group]))
+                    found.setdefault(group, []).append(describe_write(done.instant, done.action, done.owner, [group]))
         return found
 
     def pending_file_groups(self) -> set[FileGroupRef]:
@@ -196,7 +211,8 @@ class CommitLog:
         self._pending.pop(instant, None)
 
 
-def _describe(instant: str, action: str, owner: str, file_groups: Iterable[FileGroupRef]) -> str:
+def describe_write(instant: str, action: str, owner: str, file_groups: Iterable[FileGroupRef]) -> str:
+    """An instant that wrote file groups, for a conflict report."""
     groups = sorted(file_groups)
     shown = ", ".join(f"{p or '<root>'}/{f}" for p, f in groups[:3])
     more = f" and {len(groups) - 3} more" if len(groups) > 3 else ""

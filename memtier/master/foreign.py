@@ -18,36 +18,17 @@ instants requested earlier than that and completed while the Hudi writer ran:
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
 
 from memtier.hudi.tablemeta import TableMeta
 from memtier.hudi.timeline import COMMIT_ACTIONS, Instant, Timeline
-from memtier.master.commits import FileGroupRef, can_conflict
+from memtier.master.commits import FileGroupRef, TimelineMark, can_conflict, describe_write
 
-__all__ = ["WRITE_ACTIONS", "TimelineMark", "foreign_conflicts", "missed_by"]
+__all__ = ["WRITE_ACTIONS", "foreign_conflicts", "missed_by"]
 
 #: The master's actions that write file groups (a clean or a schema change writes none).
 WRITE_ACTIONS = frozenset({"deltacommit", "commit", "compaction", "replacecommit", "clustering"})
 #: Actions of a plan whose instant later completes as a commit-type instant.
 _PLANNED = ("compaction", "clustering", "logcompaction")
-
-
-@dataclass(frozen=True)
-class TimelineMark:
-    """The timeline when an instant began: its newest completed commit-type instant and
-    the instants then pending (any of them may complete before this one)."""
-
-    last_completed: str
-    pending: frozenset[str]
-
-    @classmethod
-    def of(cls, timeline: Timeline) -> TimelineMark:
-        last = timeline.last_completed()
-        return cls(last.timestamp if last else "", frozenset(i.timestamp for i in timeline.pending(None)))
-
-    def after(self, instant: Instant) -> bool:
-        """Whether ``instant`` (now completed) completed after this mark was taken."""
-        return instant.timestamp > self.last_completed or instant.timestamp in self.pending
 
 
 def _action_of(timeline: Timeline, done: Instant) -> str:
@@ -70,11 +51,9 @@ def foreign_conflicts(
         if not can_conflict(action, other):
             continue
         written = _file_groups(timeline.read_commit_metadata(meta.io, meta.base_path, done).write_stats())
-        shared = sorted(written & set(file_groups))
+        shared = written & set(file_groups)
         if shared:
-            shown = ", ".join(f"{p or '<root>'}/{f}" for p, f in shared[:3])
-            found.append(f"{other} {done.timestamp} by another writer (Hudi's) wrote file groups {shown}"
-                         + (f" and {len(shared) - 3} more" if len(shared) > 3 else ""))
+            found.append(describe_write(done.timestamp, other, "another writer (Hudi's)", shared))
     return found
 
 

@@ -51,8 +51,8 @@ from memtier.hudi.timeline import COMMIT_ACTIONS, REPLACING_ACTIONS, Instant, St
 from memtier.hudi.writer import commit_action, commit_metadata, rollback_instant, rollback_pending
 from memtier.io import join, open_fileio
 from memtier.master.assignment import ServerLoad, place, rebalance_move
-from memtier.master.commits import CommitLog, FileGroupRef
-from memtier.master.foreign import WRITE_ACTIONS, TimelineMark, foreign_conflicts, missed_by
+from memtier.master.commits import CommitLog, FileGroupRef, TimelineMark
+from memtier.master.foreign import WRITE_ACTIONS, foreign_conflicts, missed_by
 from memtier.master.logwrites import LOG_WRITE, new_file_group_conflicts, settle_log_files
 from memtier.master.services import TableServices
 from memtier.master.state import (
