@@ -51,7 +51,7 @@ from memtier.hudi.timeline import COMMIT_ACTIONS, REPLACING_ACTIONS, Instant, St
 from memtier.hudi.writer import commit_action, commit_metadata, rollback_instant, rollback_pending
 from memtier.io import join, open_fileio
 from memtier.master.assignment import ServerLoad, place, rebalance_move
-from memtier.master.commits import CommitLog, FileGroupRef, TimelineMark
+from memtier.master.commits import CommitLog, FileGroupRef, TimelineMark, can_conflict
 from memtier.master.foreign import WRITE_ACTIONS, foreign_conflicts, missed_by
 from memtier.master.logwrites import LOG_WRITE, new_file_group_conflicts, settle_log_files
 from memtier.master.services import TableServices
@@ -967,7 +967,7 @@ class Master:
         ours = commits.pending_instants()
         now = self._clock()
         live = [i.timestamp for i in timeline.pending() if i.timestamp not in ours
-                and heartbeats.live_foreign(i.timestamp, now)]
+                and can_conflict(action, i.action) and heartbeats.live_foreign(i.timestamp, now)]
         missed = missed_by(timeline, instant, live)
         return found + ([missed] if missed else [])
 

@@ -164,3 +164,15 @@ def test_a_completion_a_live_hudi_writer_would_miss_is_refused(master: Master) -
     _hudi_completes(master, hudis, ["f3"])
     retried = _begin(master, "f1")
     master.complete_commit("t", retried, _content(master, ["f1"]))
+
+
+def test_a_compaction_completes_beside_a_live_hudi_writer(master: Master) -> None:
+    """A log write and a compaction never conflict (Hudi's rule), so Hudi's check missing
+    the compaction loses nothing."""
+    compaction = master.begin_commit("t", "compaction", owner="pool", file_groups=[("", "f1")])
+    master.start_pending("t", compaction)
+    late = _begin(master, "f2")
+    master.complete_commit("t", late, _content(master, ["f2"]))
+    _hudi_begins(master)
+    master.complete_commit("t", compaction, _content(master, ["f1"]))
+    assert master._meta("t").timeline().is_completed(compaction)
