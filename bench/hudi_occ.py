@@ -2,10 +2,12 @@
 each instant's time and completion, a heartbeat file per pending instant, the check of
 other writers' instants (memtier/hudi/lock.py, heartbeat.py, memtier/master/foreign.py).
 
-    .venv/bin/python -m bench.hudi_occ --baseline /work/main [--flushes 60] [--flush-rows 2000] [--rounds 3]
+    .venv/bin/python -m bench.hudi_occ --baseline /work/main [--baseline-python PYTHON]
+        [--flushes 60] [--flush-rows 2000] [--rounds 3]
 
-The baseline is another checkout of memtier (``--baseline``: its root, with its own
-``.venv``) from before the change; each round runs the same flush loop once with each
+The baseline is another checkout of memtier (``--baseline``: its root; run by its
+``.venv``'s Python unless ``--baseline-python`` names another) from before the change;
+each round runs the same flush loop once with each
 code, alternating, in a child process of that checkout's Python: one in-process table
 server, a version 8 table of 4 buckets, ``--flushes`` flushes of ``--flush-rows`` upserted
 rows timed after 5 warm-up flushes. p50/p99 of the client's ``flush`` over all rounds,
@@ -54,10 +56,10 @@ def flush_loop(flushes: int, flush_rows: int, out: str) -> None:
     Path(out).write_text(json.dumps(seconds))
 
 
-def run(code: Path, args: argparse.Namespace) -> list[float]:
-    """One flush loop with the memtier checked out at ``code``."""
+def run(code: Path, python: str, args: argparse.Namespace) -> list[float]:
+    """One flush loop with the memtier checked out at ``code``, run by ``python``."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        subprocess.run([str(code / ".venv" / "bin" / "python"), str(Path(__file__).resolve()), "--child", out.name,
+        subprocess.run([python, str(Path(__file__).resolve()), "--child", out.name,
                         "--flushes", str(args.flushes), "--flush-rows", str(args.flush_rows)],
                        cwd=code, check=True)
         return json.loads(Path(out.name).read_text())
@@ -66,6 +68,7 @@ def run(code: Path, args: argparse.Namespace) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline", type=Path, help="root of a memtier checkout before the change")
+    parser.add_argument("--baseline-python", help="the Python to run the baseline with")
     parser.add_argument("--flushes", type=int, default=60)
     parser.add_argument("--flush-rows", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
@@ -74,15 +77,16 @@ def main() -> None:
     if args.child:
         flush_loop(args.flushes, args.flush_rows, args.child)
         return
-    if args.baseline is None or not (args.baseline / ".venv" / "bin" / "python").exists():
-        parser.error("--baseline must name a memtier checkout with a .venv")
+    if args.baseline is None or not (args.baseline / "memtier").is_dir():
+        parser.error("--baseline must name the root of a memtier checkout")
+    baseline_python = args.baseline_python or str(args.baseline / ".venv" / "bin" / "python")
     sys.path.insert(0, str(ROOT))
     from bench.common import report
 
     seconds: dict[str, list[float]] = {"baseline (before)": [], "sharing with Hudi's writers": []}
     for _ in range(args.rounds):
-        seconds["baseline (before)"] += run(args.baseline.resolve(), args)
-        seconds["sharing with Hudi's writers"] += run(ROOT, args)
+        seconds["baseline (before)"] += run(args.baseline.resolve(), baseline_python, args)
+        seconds["sharing with Hudi's writers"] += run(ROOT, sys.executable, args)
     base = statistics.median(seconds["baseline (before)"])
     rows = []
     for what, runs in seconds.items():
