@@ -49,7 +49,7 @@ class Heartbeats:
         self._beat(instant)
 
     def _beat(self, instant: str) -> None:
-        self._io.write_atomic(heartbeat_path(self._base, instant), OWN_HEARTBEAT)
+        self._io.write_marker(heartbeat_path(self._base, instant), OWN_HEARTBEAT)
         self._beaten[instant] = self._clock()
 
     def stop(self, instant: str) -> None:

@@ -11,9 +11,9 @@ out the expected clock skew before unlocking) and around a commit's conflict che
 completion (``TransactionManager``).
 
 :class:`TableLock` takes the same lock, so that the master's instant times and
-completions are serialized with Hudi writers' of the same table. The create is exclusive
-in memtier (``create_exclusive``); Hudi's own check-then-create is not atomic on every file
-system, a race Hudi's writers have among themselves too.
+completions are serialized with Hudi writers' of the same table. Its create is exclusive
+(and not synced: a lock need not outlive a crash); Hudi's own check-then-create is not
+atomic on every file system, a race Hudi's writers have among themselves too.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class TableLock:
         pause = 0.002
         while True:
             try:
-                self._io.create_exclusive(self._path, self._content())
+                self._io.write_marker(self._path, self._content(), exclusive=True)
                 return
             except AlreadyExistsError:
                 if self._clock() >= deadline:
