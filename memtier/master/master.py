@@ -464,21 +464,26 @@ class Master:
                 return False
             evolved = meta.with_schema(schema, meta.schema_version + 1)
             action = commit_action(meta)
-            instant = self._request_locked(table, meta, action, "alter_table", [], b"")
-            writer = meta.timeline_writer()
-            try:
-                inflight = writer.inflight(Instant(instant, action, State.REQUESTED), b"")
-            except Exception as e:
-                self._rollback_locked(table, meta, instant)
-                raise CommitFailedError(f"the schema change of {table} failed (rolled back): {e}") from e
-            metadata = commit_metadata(evolved, [], "ALTER_SCHEMA", {COMPLETION_TIME_KEY: self._completion_time(table)})
-            try:
-                writer.complete(inflight, metadata.encode(meta.layout))
-            except Exception as e:
-                with self._lock:
-                    self._metas.pop(table, None)  # re-read from the timeline: the schema it holds
-                raise CommitStateUnknownError(f"completing the schema change {instant} of {table} failed: {e}") from e
+            lock, heartbeats = self._sharing(table, meta)
+            with lock.held():
+                instant = self._request_locked(table, meta, action, "alter_table", [], b"")
+                writer = meta.timeline_writer()
+                try:
+                    inflight = writer.inflight(Instant(instant, action, State.REQUESTED), b"")
+                except Exception as e:
+                    self._rollback_locked(table, meta, instant)
+                    raise CommitFailedError(f"the schema change of {table} failed (rolled back): {e}") from e
+                metadata = commit_metadata(evolved, [], "ALTER_SCHEMA",
+                                           {COMPLETION_TIME_KEY: self._completion_time(table)})
+                try:
+                    writer.complete(inflight, metadata.encode(meta.layout))
+                except Exception as e:
+                    with self._lock:
+                        self._metas.pop(table, None)  # re-read from the timeline: the schema it holds
+                    raise CommitStateUnknownError(
+                        f"completing the schema change {instant} of {table} failed: {e}") from e
             self._commits(table).complete(instant, [])
+            heartbeats.stop(instant)
             with self._lock:
                 self._metas[table] = evolved
             self._latest_commit[table] = max(self._latest_commit.get(table) or "", instant)

@@ -176,3 +176,10 @@ def test_a_compaction_completes_beside_a_live_hudi_writer(master: Master) -> Non
     _hudi_begins(master)
     master.complete_commit("t", compaction, _content(master, ["f1"]))
     assert master._meta("t").timeline().is_completed(compaction)
+
+
+def test_a_schema_change_leaves_no_heartbeat(master: Master) -> None:
+    master.evolve_schema("t", SCHEMA.append(pa.field("extra", pa.string())))
+    meta = master._meta("t")
+    assert meta.schema.names == ["id", "ts", "extra"]
+    assert [f.name for f in meta.io.list_dir(f"{meta.base_path}/.hoodie/.heartbeat")] == []
