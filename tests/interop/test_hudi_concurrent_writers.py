@@ -2,7 +2,7 @@
 
 Hudi writes with optimistic concurrency control as its multi-writer setups do
 (``FileSystemBasedLockProvider``, lazy cleaning of failed writes): a bucket-index
-merge-on-read table Hudi created (table version 8 with Hudi 1.0.2, 9 with 1.1.1) is served
+merge-on-read table Hudi created (table version 8 with Hudi 1.0.2, 9 with 1.1.1 and 1.2.0) is served
 by the tier, which streams writes and flushes into every file group while Hudi upserts:
 
 * a Hudi commit during which the tier's flushes completed into its file groups fails
@@ -64,7 +64,7 @@ def data(table: pa.Table) -> list[tuple]:
     return rows(table, COLUMNS)
 
 
-@pytest.fixture(scope="module", params=["1.0.2", "1.1.1"])
+@pytest.fixture(scope="module", params=["1.0.2", "1.1.1", "1.2.0"])
 def spark(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HudiSpark]:
     with HudiSpark(tmp_path_factory.mktemp("spark"), version=request.param) as session:
         yield session
