@@ -200,10 +200,16 @@ def _matches(instant: Instant, actions: Collection[str] | None) -> bool:
 
 @dataclass(frozen=True)
 class Timeline:
-    """The active timeline: one instant per action and time, latest state, sorted."""
+    """The active timeline: one instant per action and time, latest state, sorted.
+
+    ``starts``: the time of its oldest instant as listed. Instants before it were archived
+    by a Hudi writer (``.hoodie/archived``, ``.hoodie/timeline/history``), all completed:
+    their files count as committed, as Hudi's ``containsOrBeforeTimelineStarts`` has it.
+    """
 
     layout_version: int
     instants: tuple[Instant, ...]
+    starts: str | None = None
 
     @classmethod
     def load(cls, io: FileIO, base_path: str, layout_version: int) -> Timeline:
@@ -213,7 +219,8 @@ class Timeline:
             for entry in io.list_dir(timeline_dir(base_path, layout_version))
             if not entry.is_dir
         )
-        return cls(layout_version, _latest_states([i for i in found if i is not None]))
+        instants = _latest_states([i for i in found if i is not None])
+        return cls(layout_version, instants, instants[0].timestamp if instants else None)
 
     def completed(self, actions: Collection[str] | None = COMMIT_ACTIONS) -> tuple[Instant, ...]:
         """Completed instants of ``actions`` (None: any action), oldest first."""
@@ -235,8 +242,9 @@ class Timeline:
         )
 
     def is_completed(self, timestamp: str) -> bool:
-        """True when a commit-type instant at ``timestamp`` has completed."""
-        return timestamp in self._completed_times
+        """True when a commit-type instant at ``timestamp`` has completed (archived, when
+        older than the timeline's start)."""
+        return timestamp in self._completed_times or (self.starts is not None and timestamp < self.starts)
 
     @cached_property
     def _completed_times(self) -> frozenset[str]:
@@ -261,6 +269,7 @@ class Timeline:
         return Timeline(
             self.layout_version,
             tuple(i for i in self.instants if i.state is State.COMPLETED and i.timestamp <= timestamp),
+            self.starts,
         )
 
     def instant_path(self, base_path: str, instant: Instant) -> str:

@@ -478,3 +478,31 @@ def test_hudi_rs_reads_a_table_with_a_completed_rollback(tmp_path: Path) -> None
     assert timeline.get_completed_commits() == []
     assert sum(batch.num_rows for batch in table.read(hudi.HudiReadOptions())) == 0
     assert COMMIT_ACTIONS == ("commit", "deltacommit", "replacecommit")
+
+
+@pytest.mark.parametrize("table_version", [6, 8])
+def test_files_of_instants_a_hudi_writer_archived_are_read(tmp_path: Path, table_version: int) -> None:
+    """Hudi's writers archive old instants out of the active timeline (into
+    ``.hoodie/archived`` or ``.hoodie/timeline/history``): their files stay committed
+    (Hudi's ``containsOrBeforeTimelineStarts``)."""
+    import pyarrow as pa
+
+    from memtier.hudi.table import HudiTable
+    from memtier.hudi.timeline import timeline_dir
+
+    path = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.int64())])
+    table = HudiTable.create(path, schema, "id", "ts", buckets=2, table_version=table_version)
+    table.write(pa.table({"id": [1, 2, 3], "ts": [1, 1, 1]}, schema=schema))
+    table.write(pa.table({"id": [3, 4], "ts": [2, 2]}, schema=schema))
+    timeline = table.timeline()
+    first = timeline.completed()[0]
+    folder = timeline_dir(path, timeline.layout_version)
+    for entry in table.io.list_dir(folder):  # archived: its instant files leave the active timeline
+        if entry.name.startswith(first.timestamp):
+            table.io.delete(entry.path)
+    archived = HudiTable.open(path)
+    assert archived.timeline().is_completed(first.timestamp)
+    assert sorted(archived.read().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "ts": 1}, {"id": 2, "ts": 1}, {"id": 3, "ts": 2}, {"id": 4, "ts": 2}]
+    assert not archived.timeline().is_completed("99991231235959999")  # never seen: not completed
