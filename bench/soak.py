@@ -710,8 +710,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # --wal-retention-bytes 0 (the default here): flushed WAL segments go at once; the
         # server's default (1 GiB a table and server) fills the small WAL disk in minutes,
         # every write refused from then on. With 0, runs of 100 s and 9 min lost
-        # acknowledged writes around a kill-ts (an open defect, bench/RESULTS.md); CI's short
-        # run keeps the server's default until it is found
+        # acknowledged writes (issue 29: two causes fixed since, docs/limits.md); CI's short
+        # run keeps the server's default until more runs with 0 have passed
         config = {"cluster.heartbeat-timeout": f"{TIMEOUT_S}s"}
         if args.wal_retention_bytes is not None:
             config["wal.retention-bytes"] = args.wal_retention_bytes

@@ -93,10 +93,19 @@ class FileMetastore:
         existing = self._read(path)
         if existing == document:
             return False
+        if existing is not None and existing.get("externalLocation") != table.location:
+            self._forget_partitions(database, table.name)  # they point into the old location
         self._write(path, document)
         if existing is not None and existing.get("dataColumns") != document["dataColumns"]:
             self._cascade(database, table)
         return True
+
+    def _forget_partitions(self, database: str, table: str) -> None:
+        """Drop the registrations of the table's partitions (a table now at another
+        location: a sync registers them again under it; Trino refuses a partition outside
+        its table's location)."""
+        for name in self.partition_names(database, table):
+            self._io.delete(join(self._table_dir(database, table), name, SCHEMA_FILE))
 
     def _cascade(self, database: str, table: HiveTable) -> None:
         """The table's registered partitions take its (new) columns, as a Hive Metastore's

@@ -133,8 +133,8 @@ class ClientBase:
     def _route(self, name: str, *, refresh: bool = False) -> Routing:
         with self._lock:
             route = self._routes.get(name)
-        if route is None or refresh:
-            route = Routing.of(self.master.describe_table(name))
+        if route is None or refresh:  # (a write refreshes it on a moved bucket: the master may be restarting)
+            route = Routing.of(self.describe(name))
             with self._lock:
                 self._routes[name] = route
         return route

@@ -22,14 +22,13 @@ class _Renews(Protocol):
 
 class InstantLease:
     """Renews ``instant`` of ``table`` every :data:`~memtier.config.WRITER_LEASE_RENEWAL`
-    until :meth:`stop`; ``lost`` says why renewing stopped early (the instant was rolled
-    back), None while it holds."""
+    until :meth:`stop`, or until the master says the instant is gone (rolled back: its
+    commit then fails naming that)."""
 
     def __init__(self, master: _Renews, table: str, instant: str) -> None:
         self._master = master
         self.table = table
         self.instant = instant
-        self.lost: str | None = None
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"memtier-lease-{instant}", daemon=True)
         self._thread.start()
@@ -39,7 +38,6 @@ class InstantLease:
             try:
                 self._master.renew_commit(self.table, self.instant)
             except CommitFailedError as e:
-                self.lost = str(e)
                 log.warning("the lease on %s of %s is lost: %s", self.instant, self.table, e)
                 return
             except RpcError as e:  # the master restarts: tried again at the next renewal

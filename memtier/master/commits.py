@@ -15,13 +15,14 @@ on a restart is safe: an instant it does not know can no longer complete.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from memtier.errors import CommitFailedError
+from memtier.hudi.filenames import bucket_or_none
 from memtier.hudi.timeline import Instant, Timeline
 
-__all__ = ["CommitLog", "FileGroupRef", "TimelineMark", "can_conflict", "describe_write"]
+__all__ = ["BusyFileGroups", "CommitLog", "FileGroupRef", "TimelineMark", "can_conflict", "describe_write"]
 
 #: A file group: (partition path, file id).
 FileGroupRef = tuple[str, str]
@@ -57,6 +58,34 @@ class TimelineMark:
     def after(self, instant: Instant) -> bool:
         """Whether ``instant`` (now completed) completed after this mark was taken."""
         return instant.timestamp > self.last_completed or instant.timestamp in self.pending
+
+
+class BusyFileGroups(Collection[FileGroupRef]):
+    """File groups pending instants touch, as a table service's planner must leave them:
+    those named, and every file group of a named one's bucket in its partition. A table
+    server's flush names the file groups its blocks were written to, and writes into the
+    one that holds their bucket now when a clustering replaced one of them; a compaction
+    of that one planned meanwhile would leave the flush's log file out of its new slice
+    (found by the chaos soak, issue 29: acknowledged writes read older versions)."""
+
+    def __init__(self, named: Iterable[FileGroupRef]) -> None:
+        self._named = frozenset(named)
+        self._buckets = frozenset((p, b) for p, f in self._named if (b := bucket_or_none(f)) is not None)
+
+    def __contains__(self, item: object) -> bool:
+        if item in self._named:
+            return True
+        if not isinstance(item, tuple) or len(item) != 2:
+            return False
+        partition, file_id = item
+        bucket = bucket_or_none(file_id)
+        return bucket is not None and (partition, bucket) in self._buckets
+
+    def __iter__(self) -> Iterator[FileGroupRef]:
+        return iter(self._named)
+
+    def __len__(self) -> int:
+        return len(self._named)
 
 
 @dataclass
@@ -181,9 +210,9 @@ class CommitLog:
                     found.setdefault(group, []).append(describe_write(done.instant, done.action, done.owner, [group]))
         return found
 
-    def pending_file_groups(self) -> set[FileGroupRef]:
+    def pending_file_groups(self) -> BusyFileGroups:
         """File groups some pending instant touches (or will)."""
-        return {g for pending in self._pending.values() for g in pending.file_groups}
+        return BusyFileGroups(g for pending in self._pending.values() for g in pending.file_groups)
 
     def begun_by(self, life: str) -> list[str]:
         """Pending instants a table server's ``life`` began."""

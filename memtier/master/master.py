@@ -17,7 +17,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -602,15 +602,24 @@ class Master:
             move = rebalance_move(self._state.assignments, loads)
         if move is None:
             return None
-        table, bucket, source, target = move
+        self.move_bucket(*move)
+        return move
+
+    def move_bucket(self, table: str, bucket: int, source: str, target: str) -> None:
+        """Move ``bucket`` of ``table`` from the live server ``source`` (which releases it)
+        to ``target`` (which recovers it from the WAL). The new owner is saved before it
+        takes the bucket: a master that dies at any point of the move leaves one owner
+        once the servers register with the next (the saved one takes the bucket then;
+        saved after, a target that took it would keep it beside the source, which takes
+        it back). Until it has, the target refuses the bucket's writes and reads: clients
+        retry."""
         self._servers[source].handle.release(table, [bucket])
-        self._servers[target].handle.acquire(table, [bucket], life=self._servers[target].life)
         with self._lock:
             buckets = dict(self._state.assignments.get(table, {}))
             buckets[bucket] = target
             self._save(self._state.with_assignment(table, buckets))
+        self._servers[target].handle.acquire(table, [bucket], life=self._servers[target].life)
         log.info("moved bucket %d of %s from %s to %s", bucket, table, source, target)
-        return move
 
     def _owners(self, table: str) -> dict[str, set[int]]:
         owners: dict[str, set[int]] = {}
@@ -765,7 +774,7 @@ class Master:
 
     def begin_planned(
         self, table: str, action: str, owner: str,
-        make_plan: Callable[[set[FileGroupRef]], tuple[bytes, list[FileGroupRef]] | None],
+        make_plan: Callable[[Collection[FileGroupRef]], tuple[bytes, list[FileGroupRef]] | None],
     ) -> tuple[str, list[FileGroupRef]] | None:
         """:meth:`begin_commit` with a plan made under the table's commit lock:
         ``make_plan(busy)`` sees the file groups pending instants touch (none of which
@@ -827,21 +836,28 @@ class Master:
             self._commits(table).renew(instant, self._clock())
 
     def check_commits(self) -> list[str]:
-        """Roll back leased instants whose writer went silent for the writer lease (a
-        Spark driver killed mid-backfill); the instants rolled back."""
+        """Renew the Hudi heartbeats of the master's pending instants that are due, and
+        roll back leased instants whose writer went silent for the writer lease (a Spark
+        driver killed mid-backfill); the instants rolled back. A table busy
+        committing is looked at on the next check (the monitor never waits on it)."""
         with self._lock:
             tables = [t for t in self._commit_logs if t in self._state.tables]
         rolled = []
         for table in tables:
-            meta = self._meta(table)
-            with self._table_lock(table):
+            lock = self._table_lock(table)
+            if not lock.acquire(blocking=False):
+                continue
+            try:
+                meta = self._meta(table)
                 self._sharing(table, meta)[1].renew()
-                for instant, owner, silent in self._commits(table).lapsed(self._clock(), self._writer_lease,
-                                                                         self._heard_since):
+                lapsed = self._commits(table).lapsed(self._clock(), self._writer_lease, self._heard_since)
+                for instant, owner, silent in lapsed:
                     log.warning("rolling back %s of %s: its writer %s was not heard for %.0fs", instant, table,
                                 owner, silent)
                     self._rollback_locked(table, meta, instant)
                     rolled.append(instant)
+            finally:
+                lock.release()
         return rolled
 
     def adopt_pending(self, table: str, instant: str, action: str, owner: str,

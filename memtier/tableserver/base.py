@@ -124,6 +124,11 @@ class ServerBase:
             key = FileGroupKey(found.header.partition, found.header.file_group)
             streamed.setdefault(key, []).append(found)
         with t.flush_lock:
+            # a file group of these buckets found here was made by a write refused as they went
+            # to another server (a release): it holds no block, and it would number blocks on
+            # from what this server flushed then, ids the master records as flushed since
+            for key in [k for k in t.groups if bucket_or_none(k.file_id) in wanted]:
+                del t.groups[key]
             for key in files.keys() | streamed.keys():
                 group = self._new_group(t, key)
                 through = flushed.get((key.partition, key.file_id), 0)

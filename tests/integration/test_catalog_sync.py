@@ -165,3 +165,27 @@ def test_memtier_sync_catalog_against_a_cluster_and_by_path(tmp_path, capsys) ->
 def test_memtier_sync_catalog_usage_errors(argv: list[str], capsys) -> None:
     assert main(argv) == 2
     assert "memtier sync-catalog: error:" in capsys.readouterr().err
+
+
+def test_a_table_synced_again_from_another_location_registers_its_partitions_there(tmp_path) -> None:
+    """A table of the same name re-created at another path (dropped and created again, say)
+    and synced: its partitions are registered under the new location, not left pointing
+    into the old one (Trino refuses that: "Partition location does not belong to
+    base-location")."""
+    from memtier.catalog import sync_table
+    from memtier.hudi import HudiTable
+
+    metastore = FileMetastore(str(tmp_path / "ms"))
+    locations = {}
+    for where in ("first", "second"):
+        table = HudiTable.create(str(tmp_path / where / "orders"), SCHEMA, record_key="id", ordering_field="ts",
+                                 partition_fields="city", buckets=2)
+        table.write(pa.table({"id": [1, 2], "ts": [1, 1], "city": ["oslo", "rome"], "v": [1.0, 2.0]},
+                             schema=SCHEMA))
+        result = sync_table(table.meta, metastore, name="orders")
+        locations[where] = metastore.location(table.meta.base_path)
+    assert result.partitions_added == 4  # both partitions of both tables, again
+    for name in ("orders_ro", "orders_rt"):
+        for partition in ("city=oslo", "city=rome"):
+            document = json.loads((tmp_path / "ms" / "default" / name / partition / ".trinoSchema").read_text())
+            assert document["externalLocation"] == f"{locations['second']}/{partition}"

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -73,6 +73,23 @@ def _kill(cluster: object, name: str) -> None:
     before = cluster.pids()[name]  # type: ignore[attr-defined]
     os.kill(before, signal.SIGKILL)
     wait_until(lambda: cluster.pids()[name] != before, f"{name} to restart")  # type: ignore[attr-defined]
+
+
+def _kill_mid_stream(cluster: object, victim: str, stream: Callable[[threading.Event, list[BaseException]], None],
+                     progress: Callable[[], int], n: int) -> None:
+    """Run ``stream(stop, errors)`` on a thread; once ``progress()`` reached ``n``, SIGKILL
+    ``victim`` (waiting for Ray to start it again) and let the stream make ``n`` more;
+    then stop it: no write may have failed."""
+    stop, errors = threading.Event(), []
+    writer = threading.Thread(target=stream, args=(stop, errors))
+    writer.start()
+    wait_until(lambda: progress() >= n or errors, "the stream to get going")
+    _kill(cluster, victim)
+    count = progress()
+    wait_until(lambda: progress() >= count + n or errors, f"writes to go on after {victim} restarted")
+    stop.set()
+    writer.join(timeout=120)
+    assert not errors, errors
 
 
 class RayHarness:
@@ -217,16 +234,9 @@ def test_sigkill_during_upserts_and_deletes_to_many_file_groups(cluster: object)
     path = join(cluster.path, "tables", table)  # type: ignore[attr-defined]
     client.create_table(table, SCHEMA, record_key="id", ordering_field="ts", partition_fields="p",
                         buckets=16, path=path)
-    stop, live, deleted, errors = threading.Event(), {}, set(), []
-    writer = threading.Thread(target=_stream_with_deletes, args=(client, table, stop, live, deleted, errors))
-    writer.start()
-    wait_until(lambda: len(deleted) >= 400 or errors, "the stream to get going")
-    _kill(cluster, "ts-1")
-    count = len(deleted)
-    wait_until(lambda: len(deleted) >= count + 400 or errors, "writes to go on after the restart")
-    stop.set()
-    writer.join(timeout=120)
-    assert not errors, errors
+    live, deleted = {}, set()
+    _kill_mid_stream(cluster, "ts-1", lambda stop, errors: _stream_with_deletes(client, table, stop, live, deleted,
+                                                                               errors), lambda: len(deleted), 400)
 
     def check(found: pa.Table) -> None:
         ids = found.column("id").to_pylist()
@@ -278,17 +288,9 @@ def test_transactions_begin_and_commit_through_a_restart_of_the_master(cluster: 
     table = f"txn_master_{uuid.uuid4().hex[:6]}"
     client.create_table(table, SCHEMA, record_key="id", ordering_field="ts", partition_fields="p", buckets=2,
                         path=join(cluster.path, "tables", table))  # type: ignore[attr-defined]
-    stop, acked, errors = threading.Event(), [], []
-    writer = threading.Thread(target=_stream, args=(client, table, stop, acked, errors),
-                              kwargs={"in_transactions": True})
-    writer.start()
-    wait_until(lambda: len(acked) >= 500 or errors, "transactions to get going")
-    _kill(cluster, "memtier-master")
-    count = len(acked)
-    wait_until(lambda: len(acked) >= count + 500 or errors, "transactions to go on after the restart")
-    stop.set()
-    writer.join(timeout=120)
-    assert not errors, errors
+    acked: list[int] = []
+    _kill_mid_stream(cluster, "memtier-master", lambda stop, errors: _stream(client, table, stop, acked, errors,
+                                                                           in_transactions=True), lambda: len(acked), 500)
     keys = client.read(table, "committed", columns=["id"]).column("id").to_pylist()
     assert sorted(keys) == sorted(set(acked))
 
@@ -317,8 +319,9 @@ def test_the_instant_of_a_backfill_whose_driver_was_killed_is_rolled_back_after_
     finally:
         driver.kill()
         driver.wait()
-    wait_until(lambda: instant not in pending(), "the killed backfill's instant to be rolled back", timeout=60)
-    assert any(i.action == "rollback" for i in meta.timeline().completed(None))
+    rolled_back = lambda: instant not in pending() and any(  # noqa: E731
+        i.action == "rollback" for i in meta.timeline().completed(None))  # (its instant goes before the rollback completes)
+    wait_until(rolled_back, "the killed backfill's instant to be rolled back", timeout=60)
     client.write(table, pa.table({"id": [1, 3], "ts": [1, 1], "p": ["p1", "p1"], "v": ["a", "a"]}, schema=SCHEMA))
     client.flush(table)
     assert sorted(hudi_rs_read(path).column("id").to_pylist()) == [1, 3]  # nothing of the backfill

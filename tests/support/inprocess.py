@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from memtier.client import Client
 from memtier.compaction.worker import ServiceWorker
-from memtier.config import TableServerConfig
+from memtier.config import TableServerConfig, WalConfig
 from memtier.io import join
 from memtier.master.master import Master
 from memtier.tableserver.server import TableServer
@@ -26,6 +26,7 @@ class InProcessCluster:
     generations: dict[str, int] = field(default_factory=dict)
     clock: Callable[[], float] = time.time  # the master's (heartbeats, timeouts)
     wal: str | None = None  # the table servers' WAL root (default: under ``root``)
+    wal_config: WalConfig | None = None  # the table servers' WAL settings (default: the defaults)
 
     def __post_init__(self) -> None:
         self.master = self._new_master()
@@ -44,7 +45,7 @@ class InProcessCluster:
     def add_server(self, server_id: str) -> TableServer:
         """Start a table server (a restarted one gets a new location, as after a real restart)."""
         self.generations[server_id] = self.generations.get(server_id, -1) + 1
-        server = TableServer(server_id, self.master, self.wal_root, config=self.config)
+        server = TableServer(server_id, self.master, self.wal_root, config=self.config, wal_config=self.wal_config)
         self.servers[server_id] = server
         server.join(self.location(server_id))
         return server

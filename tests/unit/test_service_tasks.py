@@ -62,4 +62,17 @@ def test_a_log_write_and_a_compaction_never_conflict_but_a_clustering_does() -> 
     assert log.conflicts("002", []) == []
     log.begin("003", "replacecommit", "svc", [("p", "a")])
     assert log.conflicts("002", [], ["replacecommit"]) == ["replacecommit 003 by svc wrote file groups p/a (pending)"]
-    assert log.pending_file_groups() == {("p", "a")}
+    assert set(log.pending_file_groups()) == {("p", "a")}
+
+
+def test_a_pending_write_makes_busy_every_file_group_of_its_buckets() -> None:
+    """A flush names the file group its blocks were written to and writes into the one
+    holding their bucket now when a clustering replaced it: both are busy for planners."""
+    log = CommitLog()
+    log.begin("001", "deltacommit", "ts-0", [("p", "00000003-0000-0000-0000-000000000000-0"), ("p", "a")])
+    busy = log.pending_file_groups()
+    assert ("p", "00000003-6a78-43b7-9eec-451f3b9c9601-0") in busy  # the bucket's file group since
+    assert ("p", "a") in busy
+    assert ("p", "00000004-0000-0000-0000-000000000000-0") not in busy  # another bucket
+    assert ("q", "00000003-0000-0000-0000-000000000000-0") not in busy  # another partition
+    assert ("p", "b") not in busy
