@@ -11,7 +11,7 @@ a Hudi rollback instant.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -261,15 +261,17 @@ def rollback_instant(meta: TableMeta, target: Instant, timeline: Timeline) -> st
     return timestamp
 
 
-def rollback_pending(meta: TableMeta) -> Timeline:
-    """Finish interrupted rollbacks, then roll back every pending write instant
-    (single-writer mode); returns the timeline afterwards."""
+def rollback_pending(meta: TableMeta, keep: Callable[[Instant], bool] = lambda _: False) -> Timeline:
+    """Finish interrupted rollbacks, then roll back every pending write instant but those
+    to ``keep`` (a live Hudi writer's); returns the timeline afterwards."""
     timeline = meta.timeline()
     writer = meta.timeline_writer()
     for rollback in timeline.pending(("rollback",)):
         writer.resume_rollback(rollback)
     timeline = meta.timeline()
     for instant in timeline.pending(("commit", "deltacommit")):
+        if keep(instant):
+            continue
         rollback_instant(meta, instant, timeline)
         timeline = meta.timeline()
     return timeline

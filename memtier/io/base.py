@@ -187,6 +187,15 @@ class FileIO(ABC):
     def create_exclusive(self, path: str, data: Data) -> None:
         """Publish ``data`` at ``path`` durably; :class:`AlreadyExistsError` if it exists."""
 
+    def write_marker(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
+        """Publish a small file that no crash must keep (a lock, a heartbeat) all at once,
+        durably where that costs nothing more (:class:`AlreadyExistsError` if ``exclusive``
+        and it exists)."""
+        if exclusive:
+            self.create_exclusive(path, data)
+        else:
+            self.write_atomic(path, data)
+
     @abstractmethod
     def open_output(self, path: str) -> contextlib.AbstractContextManager[BinaryIO]:
         """A stream whose bytes appear at ``path`` atomically and durably on clean exit.

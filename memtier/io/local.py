@@ -272,11 +272,12 @@ class LocalFileIO(FileIO):
             buffer = mapped.read_buffer()
         return memoryview(buffer)
 
-    def _publish(self, tmp: str, path: str, exclusive: bool) -> None:
-        """Durably move a fully written temp file into place."""
+    def _publish(self, tmp: str, path: str, exclusive: bool, durable: bool = True) -> None:
+        """Move a fully written temp file into place (durably, unless not ``durable``)."""
         local = _local_path(path)
         try:
-            _fsync_path(tmp)
+            if durable:
+                _fsync_path(tmp)
             if exclusive:
                 try:
                     os.link(tmp, local)
@@ -284,7 +285,8 @@ class LocalFileIO(FileIO):
                     raise AlreadyExistsError(f"already exists: {path}") from e
             else:
                 os.replace(tmp, local)
-            _fsync_dir(os.path.dirname(local))
+            if durable:
+                _fsync_dir(os.path.dirname(local))
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
@@ -311,6 +313,11 @@ class LocalFileIO(FileIO):
         if os.path.exists(_local_path(path)):
             raise AlreadyExistsError(f"already exists: {path}")
         self._publish(self._write_temp(path, data), path, exclusive=True)
+
+    def write_marker(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
+        if exclusive and os.path.exists(_local_path(path)):
+            raise AlreadyExistsError(f"already exists: {path}")
+        self._publish(self._write_temp(path, data), path, exclusive=exclusive, durable=False)
 
     @contextlib.contextmanager
     def open_output(self, path: str) -> Iterator[BinaryIO]:

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 
 from memtier.errors import CommitFailedError
 from memtier.hudi.filenames import bucket_or_none
+from memtier.hudi.timeline import Instant, Timeline
 
-__all__ = ["BusyFileGroups", "CommitLog", "FileGroupRef", "can_conflict"]
+__all__ = ["BusyFileGroups", "CommitLog", "FileGroupRef", "TimelineMark", "can_conflict", "describe_write"]
 
 #: A file group: (partition path, file id).
 FileGroupRef = tuple[str, str]
@@ -39,6 +40,24 @@ _COMPATIBLE = {frozenset({"deltacommit", "compaction"})}
 def can_conflict(action: str, other: str) -> bool:
     """Whether two instants of these actions touching one file group conflict."""
     return frozenset({action, other}) not in _COMPATIBLE
+
+
+@dataclass(frozen=True)
+class TimelineMark:
+    """The timeline when an instant began: its newest completed commit-type instant and
+    the instants then pending (any of them may complete before this one)."""
+
+    last_completed: str
+    pending: frozenset[str]
+
+    @classmethod
+    def of(cls, timeline: Timeline) -> TimelineMark:
+        last = timeline.last_completed()
+        return cls(last.timestamp if last else "", frozenset(i.timestamp for i in timeline.pending(None)))
+
+    def after(self, instant: Instant) -> bool:
+        """Whether ``instant`` (now completed) completed after this mark was taken."""
+        return instant.timestamp > self.last_completed or instant.timestamp in self.pending
 
 
 class BusyFileGroups(Collection[FileGroupRef]):
@@ -77,6 +96,7 @@ class _Pending:
     file_groups: set[FileGroupRef] = field(default_factory=set)
     life: str | None = None  # the life of the table server that began it, if one did
     heard: float | None = None  # when its writer last renewed its lease, if it holds one
+    mark: TimelineMark | None = None  # the timeline when it began, for other writers' instants
 
 
 @dataclass(frozen=True)
@@ -96,14 +116,25 @@ class CommitLog:
         self._sequence = 0
         self._pending: dict[str, _Pending] = {}
         self._completed: list[_Completed] = []
+        self._completed_here: set[str] = set()
         self._forgotten_upto = 0  # completions up to this sequence are no longer listed
 
     def begin(self, instant: str, action: str, owner: str, file_groups: Iterable[FileGroupRef] = (),
-              life: str | None = None, leased_at: float | None = None) -> None:
+              life: str | None = None, leased_at: float | None = None, mark: TimelineMark | None = None) -> None:
         """Record a new pending instant (its requested file is on the timeline), begun by
         ``owner`` (living ``life``, for a table server); ``leased_at``: when its writer
-        took a lease it renews (:meth:`renew`), for a writer outside the tier."""
-        self._pending[instant] = _Pending(action, owner, self._sequence, set(file_groups), life, leased_at)
+        took a lease it renews (:meth:`renew`), for a writer outside the tier; ``mark``:
+        the timeline as it began."""
+        self._pending[instant] = _Pending(action, owner, self._sequence, set(file_groups), life, leased_at, mark)
+
+    def began(self, instant: str) -> tuple[TimelineMark | None, set[FileGroupRef]]:
+        """A pending instant's timeline mark and the file groups it touches so far."""
+        self.pending(instant)
+        return self._pending[instant].mark, set(self._pending[instant].file_groups)
+
+    def completed_here(self, instant: str) -> bool:
+        """Whether ``instant`` completed through this log (among those it still lists)."""
+        return instant in self._completed_here
 
     def renew(self, instant: str, now: float) -> None:
         """The writer of a leased pending instant is alive at ``now``."""
@@ -154,10 +185,10 @@ class CommitLog:
                          "began that the master no longer remembers")
         for done in self._completed:
             if done.sequence > me.began_after and done.file_groups & mine and counts(done.action):
-                found.append(_describe(done.instant, done.action, done.owner, done.file_groups & mine))
+                found.append(describe_write(done.instant, done.action, done.owner, done.file_groups & mine))
         for other, pending in self._pending.items():
             if other != instant and pending.file_groups & mine and counts(pending.action):
-                found.append(_describe(other, pending.action, pending.owner, pending.file_groups & mine)
+                found.append(describe_write(other, pending.action, pending.owner, pending.file_groups & mine)
                              + " (pending)")
         return found
 
@@ -176,7 +207,7 @@ class CommitLog:
         for done in self._completed:
             if done.sequence > me.began_after and done.action in actions:
                 for group in done.file_groups & wanted:
-                    found.setdefault(group, []).append(_describe(done.instant, done.action, done.owner, [group]))
+                    found.setdefault(group, []).append(describe_write(done.instant, done.action, done.owner, [group]))
         return found
 
     def pending_file_groups(self) -> BusyFileGroups:
@@ -197,8 +228,10 @@ class CommitLog:
         self._sequence += 1
         touched = frozenset(pending.file_groups | set(file_groups))
         self._completed.append(_Completed(self._sequence, instant, pending.action, pending.owner, touched))
+        self._completed_here.add(instant)
         if len(self._completed) > _KEEP_COMPLETED:
             dropped = self._completed[: len(self._completed) - _KEEP_COMPLETED]
+            self._completed_here.difference_update(d.instant for d in dropped)
             self._forgotten_upto = dropped[-1].sequence
             del self._completed[: len(dropped)]
 
@@ -207,7 +240,8 @@ class CommitLog:
         self._pending.pop(instant, None)
 
 
-def _describe(instant: str, action: str, owner: str, file_groups: Iterable[FileGroupRef]) -> str:
+def describe_write(instant: str, action: str, owner: str, file_groups: Iterable[FileGroupRef]) -> str:
+    """An instant that wrote file groups, for a conflict report."""
     groups = sorted(file_groups)
     shown = ", ".join(f"{p or '<root>'}/{f}" for p, f in groups[:3])
     more = f" and {len(groups) - 3} more" if len(groups) > 3 else ""

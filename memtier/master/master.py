@@ -16,6 +16,7 @@ import logging
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,6 +41,8 @@ from memtier.hudi.adopt import check_adoptable, fits_buckets
 from memtier.hudi.commit import CommitMetadata, WriteStat, is_avro_container
 from memtier.hudi.evolution import Change, evolve, merge
 from memtier.hudi.fsview import FileSystemView
+from memtier.hudi.heartbeat import Heartbeats
+from memtier.hudi.lock import TableLock
 from memtier.hudi.mdt import metadata_table_changed, trim_metadata_table
 from memtier.hudi.properties import DEFAULT_TABLE_VERSION
 from memtier.hudi.table import HudiTable
@@ -48,7 +51,8 @@ from memtier.hudi.timeline import COMMIT_ACTIONS, REPLACING_ACTIONS, Instant, St
 from memtier.hudi.writer import commit_action, commit_metadata, rollback_instant, rollback_pending
 from memtier.io import join, open_fileio
 from memtier.master.assignment import ServerLoad, place, rebalance_move
-from memtier.master.commits import CommitLog, FileGroupRef
+from memtier.master.commits import CommitLog, FileGroupRef, TimelineMark, can_conflict
+from memtier.master.foreign import WRITE_ACTIONS, foreign_conflicts, missed_by
 from memtier.master.logwrites import LOG_WRITE, new_file_group_conflicts, settle_log_files
 from memtier.master.services import TableServices
 from memtier.master.state import (
@@ -172,6 +176,9 @@ class Master:
         self._latest_commit: dict[str, str | None] = {}
         self._flushed: dict[str, tuple[str | None, dict[tuple[str, str], int]]] = {}
         self._commit_logs: dict[str, CommitLog] = {}
+        #: (table, base path) -> Hudi's table lock and the heartbeats of the master's instants
+        self._shared: dict[tuple[str, str], tuple[TableLock, Heartbeats]] = {}
+        self._lock_owner = uuid.uuid4().hex[:12]
         self.services = TableServices(self, services, clock)
         self.metrics_url: str | None = None  # where the process serves /metrics, if it does
         self.catalog = CatalogSync.from_config(load(CatalogConfig, catalog), storage_options)
@@ -228,7 +235,12 @@ class Master:
         pending table services again, and the conversion into buckets of file groups
         that do not fit them (a conversion a crash interrupted)."""
         meta = self._meta(table)
-        timeline = rollback_pending(meta)
+        lock, heartbeats = self._sharing(table, meta)
+        if lock.clear_stale():
+            log.warning("deleted the table lock of %s that a previous master left", table)
+        now = self._clock()
+        with lock.held():  # a pending instant whose Hudi writer is alive is its writer's
+            timeline = rollback_pending(meta, keep=lambda i: heartbeats.live_foreign(i.timestamp, now))
         last = timeline.last_completed()
         self._latest_commit[table] = last.timestamp if last else None
         self._last_instant[table] = timeline.last_timestamp() or ""
@@ -452,21 +464,26 @@ class Master:
                 return False
             evolved = meta.with_schema(schema, meta.schema_version + 1)
             action = commit_action(meta)
-            instant = self._request_locked(table, meta, action, "alter_table", [], b"")
-            writer = meta.timeline_writer()
-            try:
-                inflight = writer.inflight(Instant(instant, action, State.REQUESTED), b"")
-            except Exception as e:
-                self._rollback_locked(table, meta, instant)
-                raise CommitFailedError(f"the schema change of {table} failed (rolled back): {e}") from e
-            metadata = commit_metadata(evolved, [], "ALTER_SCHEMA", {COMPLETION_TIME_KEY: self._completion_time(table)})
-            try:
-                writer.complete(inflight, metadata.encode(meta.layout))
-            except Exception as e:
-                with self._lock:
-                    self._metas.pop(table, None)  # re-read from the timeline: the schema it holds
-                raise CommitStateUnknownError(f"completing the schema change {instant} of {table} failed: {e}") from e
+            lock, heartbeats = self._sharing(table, meta)
+            with lock.held():
+                instant = self._request_locked(table, meta, action, "alter_table", [], b"")
+                writer = meta.timeline_writer()
+                try:
+                    inflight = writer.inflight(Instant(instant, action, State.REQUESTED), b"")
+                except Exception as e:
+                    self._rollback_locked(table, meta, instant)
+                    raise CommitFailedError(f"the schema change of {table} failed (rolled back): {e}") from e
+                metadata = commit_metadata(evolved, [], "ALTER_SCHEMA",
+                                           {COMPLETION_TIME_KEY: self._completion_time(table)})
+                try:
+                    writer.complete(inflight, metadata.encode(meta.layout))
+                except Exception as e:
+                    with self._lock:
+                        self._metas.pop(table, None)  # re-read from the timeline: the schema it holds
+                    raise CommitStateUnknownError(
+                        f"completing the schema change {instant} of {table} failed: {e}") from e
             self._commits(table).complete(instant, [])
+            heartbeats.stop(instant)
             with self._lock:
                 self._metas[table] = evolved
             self._latest_commit[table] = max(self._latest_commit.get(table) or "", instant)
@@ -772,17 +789,45 @@ class Master:
             instant = self._request_locked(table, meta, action, owner, file_groups, plan)
         return instant, file_groups
 
+    def _sharing(self, table: str, meta: TableMeta) -> tuple[TableLock, Heartbeats]:
+        """The table lock Hudi's writers share and the heartbeats of the master's instants
+        (:mod:`memtier.hudi.lock`, :mod:`memtier.hudi.heartbeat`)."""
+        with self._lock:
+            key = (table, meta.base_path)
+            if key not in self._shared:
+                self._shared[key] = (TableLock(meta.io, meta.base_path, self._lock_owner),
+                                     Heartbeats(meta.io, meta.base_path, self._clock))
+            return self._shared[key]
+
     def _request_locked(
         self, table: str, meta: TableMeta, action: str, owner: str, refs: list[FileGroupRef], plan: bytes,
         life: str | None = None, leased_at: float | None = None,
     ) -> str:
-        timeline_last = meta.timeline().last_timestamp() or ""
-        instant = new_instant_time(max(timeline_last, self._last_instant.get(table, "")) or None,
-                                   lambda: _utc(self._clock()))
-        meta.timeline_writer().request(instant, action, plan)
+        """Request a new instant, its time made under Hudi's table lock as Hudi's writers
+        make theirs, its heartbeat written before it shows on the timeline."""
+        lock, heartbeats = self._sharing(table, meta)
+        with lock.held():
+            timeline = meta.timeline()
+            instant = new_instant_time(max(timeline.last_timestamp() or "", self._last_instant.get(table, "")) or None,
+                                       lambda: _utc(self._clock()))
+            heartbeats.start(instant)
+            try:
+                meta.timeline_writer().request(instant, action, plan)
+            except BaseException:
+                heartbeats.stop(instant)
+                raise
+            self._wait_past(instant)
         self._last_instant[table] = instant
-        self._commits(table).begin(instant, action, owner, refs, life, leased_at)
+        self._commits(table).begin(instant, action, owner, refs, life, leased_at, TimelineMark.of(timeline))
         return instant
+
+    def _wait_past(self, instant: str) -> None:
+        """Hold on (under the table lock) until the clock is past ``instant``, so that a
+        Hudi writer taking the lock next makes a later time (a few ms at most)."""
+        for _ in range(20):
+            if new_instant_time(None, lambda: _utc(self._clock())) > instant:
+                return
+            time.sleep(0.0005)
 
     def renew_commit(self, table: str, instant: str) -> None:
         """The writer of a leased instant is alive; :class:`CommitFailedError` once the
@@ -791,8 +836,9 @@ class Master:
             self._commits(table).renew(instant, self._clock())
 
     def check_commits(self) -> list[str]:
-        """Roll back leased instants whose writer went silent for the writer lease (a
-        Spark driver killed mid-backfill); the instants rolled back. A table busy
+        """Renew the Hudi heartbeats of the master's pending instants that are due, and
+        roll back leased instants whose writer went silent for the writer lease (a Spark
+        driver killed mid-backfill); the instants rolled back. A table busy
         committing is looked at on the next check (the monitor never waits on it)."""
         with self._lock:
             tables = [t for t in self._commit_logs if t in self._state.tables]
@@ -802,11 +848,13 @@ class Master:
             if not lock.acquire(blocking=False):
                 continue
             try:
+                meta = self._meta(table)
+                self._sharing(table, meta)[1].renew()
                 lapsed = self._commits(table).lapsed(self._clock(), self._writer_lease, self._heard_since)
                 for instant, owner, silent in lapsed:
                     log.warning("rolling back %s of %s: its writer %s was not heard for %.0fs", instant, table,
                                 owner, silent)
-                    self._rollback_locked(table, self._meta(table), instant)
+                    self._rollback_locked(table, meta, instant)
                     rolled.append(instant)
             finally:
                 lock.release()
@@ -882,7 +930,8 @@ class Master:
         """
         meta = self._meta(table)
         refs = _refs(file_groups)
-        with self._table_lock(table):
+        lock, heartbeats = self._sharing(table, meta)
+        with self._table_lock(table), lock.held():
             try:
                 self._check_life(life, f"completing {instant} of {table}")
             except FencedError:
@@ -896,6 +945,8 @@ class Master:
                 found = commits.conflicts(instant, refs, None if check_conflicts is True else list(check_conflicts))
             if action == LOG_WRITE and metadata is not None:
                 found += new_file_group_conflicts(commits, instant, metadata)
+            if action in WRITE_ACTIONS:
+                found += self._foreign_conflicts(meta, commits, heartbeats, instant, action, refs, metadata)
             if found:
                 self._rollback_locked(table, meta, instant)
                 raise CommitFailedError(
@@ -916,10 +967,30 @@ class Master:
             except Exception as e:
                 raise CommitStateUnknownError(f"completing {action} {instant} of {table} failed: {e}") from e
             commits.complete(instant, refs)
+            heartbeats.stop(instant)
             if done.action in COMMIT_ACTIONS:
                 self._latest_commit[table] = max(self._latest_commit.get(table) or "", instant)
         if done.action in COMMIT_ACTIONS:
             self.catalog.committed(table, meta, data)
+
+    def _foreign_conflicts(
+        self, meta: TableMeta, commits: CommitLog, heartbeats: Heartbeats, instant: str, action: str,
+        refs: list[FileGroupRef], metadata: CommitMetadata | None,
+    ) -> list[str]:
+        """Conflicts of a pending instant with Hudi writers' (under the table lock):
+        their instants completed since it began that wrote its file groups, or a live
+        Hudi writer whose own check would miss it (:mod:`memtier.master.foreign`)."""
+        mark, touched = commits.began(instant)
+        timeline = meta.timeline()
+        groups = touched | set(refs) | {(s.partition_path, s.file_id) for s in (metadata.write_stats() if metadata else [])}
+        found = [] if mark is None else foreign_conflicts(meta, timeline, instant, action, mark, groups,
+                                                          commits.completed_here)
+        ours = commits.pending_instants()
+        now = self._clock()
+        live = [i.timestamp for i in timeline.pending() if i.timestamp not in ours
+                and can_conflict(action, i.action) and heartbeats.live_foreign(i.timestamp, now)]
+        missed = missed_by(timeline, instant, live)
+        return found + ([missed] if missed else [])
 
     def _completion_time(self, table: str) -> str:
         """A completion time for a commit of ``table`` (under its commit lock): after every
@@ -956,10 +1027,13 @@ class Master:
 
     def _rollback_locked(self, table: str, meta: TableMeta, instant: str) -> None:
         self._commits(table).forget(instant)
-        timeline = meta.timeline()
-        for pending in timeline.pending(None):
-            if pending.timestamp == instant and pending.action != "rollback":
-                rollback_instant(meta, pending, timeline)
+        lock, heartbeats = self._sharing(table, meta)
+        with lock.held():
+            timeline = meta.timeline()
+            for pending in timeline.pending(None):
+                if pending.timestamp == instant and pending.action != "rollback":
+                    rollback_instant(meta, pending, timeline)
+        heartbeats.stop(instant)
 
     def complete_flush(
         self, table: str, instant: str, stats: Sequence[Mapping[str, Any]], flushed: Sequence[FlushedBlock],

@@ -19,6 +19,9 @@ pytestmark = pytest.mark.slow
 RUNS = {
     "hudi_write": ["-m", "bench.hudi_write", "--rows", "20000", "--repeat", "1"],
     "adopt": ["-m", "bench.adopt", "--rows", "20000", "--repeat", "1"],
+    # this checkout against itself (the real baseline is a checkout from before the change)
+    "hudi_occ": ["-m", "bench.hudi_occ", "--baseline", str(REPO), "--baseline-python", sys.executable,
+                 "--flushes", "3", "--rounds", "1", "--parts", "3"],
     "hudi_read": ["-m", "bench.hudi_read", "--rows", "20000", "--repeat", "1"],
     "avro_codec": ["bench/avro_codec.py", "--rows", "20000", "--repeat", "1", "--fastavro-rows", "500"],
     "wal": ["-m", "bench.wal", "--seconds", "0.1", "--rounds", "1"],

@@ -43,6 +43,17 @@ def test_create_exclusive_refuses_existing_file(fileio: FileIO, any_root: str) -
     assert fileio.read_bytes(path) == b"one"
 
 
+def test_a_marker_is_published_whole_and_exclusively_when_asked(fileio: FileIO, any_root: str) -> None:
+    path = join(any_root, ".hoodie", "lock")
+    fileio.write_marker(path, b"one", exclusive=True)
+    with pytest.raises(AlreadyExistsError, match="already exists"):
+        fileio.write_marker(path, b"two", exclusive=True)
+    assert fileio.read_bytes(path) == b"one"
+    fileio.write_marker(path, b"three")
+    assert fileio.read_bytes(path) == b"three"
+    assert [f.name for f in fileio.list_dir(join(any_root, ".hoodie"))] == ["lock"]  # no temporary file left
+
+
 def test_pieces_are_written_in_turn_and_a_failing_one_publishes_nothing(
     fileio: FileIO, any_root: str
 ) -> None:
