@@ -98,6 +98,11 @@ class Frame:
         ack = self.ack  # (read once: :meth:`Block.confirm` may clear it meanwhile)
         return ack is None or ack.durable()
 
+    def failed(self) -> bool:
+        """Whether its append is known to have failed (no waiting)."""
+        ack = self.ack
+        return ack is not None and ack.failed()
+
     def value_range(self, column: str) -> tuple[Any, Any]:
         """(min, max) of ``column`` in this frame (None, None when all null); computed
         once, for reads that skip frames by key."""

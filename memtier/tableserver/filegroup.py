@@ -57,6 +57,9 @@ class FileGroup:
         self._clock = clock
         self.blocks: list[Block] = []
         self.high_water: dict[bytes, int] = {}
+        #: Per producer, the frame that last raised its high water while its append may
+        #: still fail, with the high water before it (:meth:`is_duplicate`, :meth:`in_flight`).
+        self._raised: dict[bytes, tuple[Frame, int]] = {}
         #: Block ids go on after the last one in the Hudi table (its blocks may be gone
         #: from the WAL): a block id is never given twice in a file group.
         self.next_block_id = flushed_through + 1
@@ -115,7 +118,19 @@ class FileGroup:
 
     # -- writing ----------------------------------------------------------------------
     def is_duplicate(self, producer: bytes, seq: int) -> bool:
-        return seq <= self.high_water.get(producer, -1)
+        """Whether write ``seq`` of ``producer`` is held here: durable, or queued by a
+        write still waiting for its sync (:meth:`in_flight`), not one whose append failed."""
+        high = self.high_water.get(producer, -1)
+        raised = self._raised.get(producer)
+        if raised is not None and raised[0].failed() and high == raised[0].producer_seq:
+            high = raised[1]  # (its writer has not taken it back yet: :meth:`unsee`)
+        return seq <= high
+
+    def in_flight(self, producer: bytes) -> Frame | None:
+        """The frame of ``producer`` whose append may still fail, if any: a retry taken
+        for held is acknowledged only once that frame is durable."""
+        raised = self._raised.get(producer)
+        return raised[0] if raised is not None and raised[0].ack is not None else None
 
     def open_block(self, generation: int) -> Block:
         """The block new frames go to (started, of ``generation``, when there is none open,
@@ -144,8 +159,16 @@ class FileGroup:
         caller holds :attr:`lock` from before the frame was queued."""
         block.add(frame, nbytes)
         before = self.high_water.get(frame.producer_id, -1)
-        self.high_water[frame.producer_id] = max(before, frame.producer_seq)
+        if frame.producer_seq > before:
+            self.high_water[frame.producer_id] = frame.producer_seq
+            self._raised[frame.producer_id] = (frame, before)
         return before
+
+    def confirmed(self, frame: Frame) -> None:
+        """``frame``'s append is durable: no retry of it waits for it any more."""
+        with self.lock:
+            if self._raised.get(frame.producer_id, (None,))[0] is frame:
+                del self._raised[frame.producer_id]
 
     def unsee(self, frame: Frame, before: int) -> None:
         """``frame``'s append failed (it never became durable, and reads and flushes skip
@@ -154,6 +177,8 @@ class FileGroup:
         with self.lock:
             if self.high_water.get(frame.producer_id) == frame.producer_seq:
                 self.high_water[frame.producer_id] = before
+            if self._raised.get(frame.producer_id, (None,))[0] is frame:
+                del self._raised[frame.producer_id]
 
     # -- lifecycle --------------------------------------------------------------------
     def unflushed(self) -> list[Block]:

@@ -37,6 +37,15 @@ from memtier.wal.format import Selection, frame_payload
 _NO_PRODUCER = bytes(16)
 
 
+class _HeldWriteFailed(Exception):
+    """A write taken for a retry of one still waiting for its sync, which then failed:
+    the write is appended again (``rows``: what this attempt appended meanwhile)."""
+
+    def __init__(self, rows: int) -> None:
+        super().__init__(rows)
+        self.rows = rows
+
+
 class Writes(ServerBase):
     """Writes into the blocks of a :class:`~memtier.tableserver.server.TableServer`."""
 
@@ -53,7 +62,9 @@ class Writes(ServerBase):
 
         A batch is checked whole before anything is appended: a rejected batch leaves no
         rows in any WAL or in memory. A retry (same producer and sequence) is dropped for
-        every file group that already holds it.
+        every file group that already holds it, acknowledged only once what holds it is
+        durable: a retry sent while the first attempt still waits for its sync (the client
+        timed out) waits for that sync, and is appended itself if the sync failed.
         """
         started = time.perf_counter()
         t = self._table(table)
@@ -66,6 +77,7 @@ class Writes(ServerBase):
         if batch.num_rows == 0:
             return WriteAck(0, 0, 0, 0)
         self._check_txn(txn_id)
+        appended = 0  # by attempts that found a write they were taken for failed
         while True:
             meta = self._schema_for(t, batch)
             stored = t.stored_for(meta)
@@ -90,10 +102,13 @@ class Writes(ServerBase):
             evicted = self._admit(nbytes)
             failpoints.hit(failpoints.BEFORE_APPEND)
             try:
-                rows = self._append(t, meta, whole, buckets, pieces, Share(nbytes, len(pieces)), txn_id,
-                                    producer_id, producer_seq)
+                rows = appended + self._append(t, meta, whole, buckets, pieces, Share(nbytes, len(pieces)),
+                                               txn_id, producer_id, producer_seq)
                 break
             except SchemaMoved:  # changed while the batch was prepared: prepared again, under the new one
+                continue
+            except _HeldWriteFailed as e:  # appended now where the write it was taken for failed
+                appended += e.rows
                 continue
             except FencedError:
                 self.reset(t.stream.life)
@@ -156,7 +171,9 @@ class Writes(ServerBase):
         it, when it goes to several), and added to memory; the wait until they are durable
         (one sync, shared with concurrent writes) comes after the locks are released.
         Reads see the frames once durable. ``whole`` was prepared under ``meta``: if the
-        table's schema changed since, nothing is appended (:class:`SchemaMoved`)."""
+        table's schema changed since, nothing is appended (:class:`SchemaMoved`). Pieces
+        a file group holds already are skipped, once what holds them is durable
+        (:class:`_HeldWriteFailed` if it failed)."""
         with self._lock:
             groups = [t.groups.get(key) for key, _ in pieces]
             for i, (key, _) in enumerate(pieces):
@@ -175,36 +192,36 @@ class Writes(ServerBase):
                 self._check_owned(t, buckets)
                 if t.meta is not meta:
                     raise SchemaMoved
-                fresh = [
-                    (group, selection)
-                    for group, (_, selection) in zip(groups, pieces, strict=True)
-                    if not group.is_duplicate(producer_id, producer_seq)
-                ]
-                if not fresh:
-                    return 0
-                blocks = [group.open_block(t.generation) for group, _ in fresh]
-                queued = t.stream.queue(
-                    [StreamFrame(b.header, selection if shared else payload, selection.count)
-                     for b, (_, selection) in zip(blocks, fresh, strict=True)],
-                    txn_id=txn_id, producer_id=producer_id, producer_seq=producer_seq,
-                    rows=payload if shared else None,
-                )
-                pending = queued.pending
-                for block, (group, selection), ref in zip(blocks, fresh, queued.refs, strict=True):
-                    # memory keeps the batch, not the payload (its record in the stream is
-                    # read back only when the block is evicted)
-                    source, positions = (
-                        (whole, selection.positions) if selection.positions is not None
-                        else (whole.slice(selection.start, selection.count), None)
+                fresh, held = [], []
+                for group, (_, selection) in zip(groups, pieces, strict=True):
+                    if not group.is_duplicate(producer_id, producer_seq):
+                        fresh.append((group, selection))
+                    elif (in_flight := group.in_flight(producer_id)) is not None:
+                        held.append(in_flight)
+                if fresh:
+                    blocks = [group.open_block(t.generation) for group, _ in fresh]
+                    queued = t.stream.queue(
+                        [StreamFrame(b.header, selection if shared else payload, selection.count)
+                         for b, (_, selection) in zip(blocks, fresh, strict=True)],
+                        txn_id=txn_id, producer_id=producer_id, producer_seq=producer_seq,
+                        rows=payload if shared else None,
                     )
-                    frame = Frame(txn_id, producer_id, producer_seq, source, positions,
-                                  ack=pending, share=share, ref=ref)
-                    made.append((group, block, frame, group.add(block, frame, estimate)))
-                    rows += selection.count
-                    added += 1
-                with t.generation_lock:
-                    t.open_bytes += estimate * added
-                    full = t.open_bytes >= self._block_max_bytes
+                    pending = queued.pending
+                    for block, (group, selection), ref in zip(blocks, fresh, queued.refs, strict=True):
+                        # memory keeps the batch, not the payload (its record in the stream is
+                        # read back only when the block is evicted)
+                        source, positions = (
+                            (whole, selection.positions) if selection.positions is not None
+                            else (whole.slice(selection.start, selection.count), None)
+                        )
+                        frame = Frame(txn_id, producer_id, producer_seq, source, positions,
+                                      ack=pending, share=share, ref=ref)
+                        made.append((group, block, frame, group.add(block, frame, estimate)))
+                        rows += selection.count
+                        added += 1
+                    with t.generation_lock:
+                        t.open_bytes += estimate * added
+                        full = t.open_bytes >= self._block_max_bytes
         finally:
             # the slices not appended (duplicates, or an error) are dropped at once
             self.memory.release(sum(share.drop() for _ in range(len(pieces) - added)))
@@ -215,10 +232,13 @@ class Writes(ServerBase):
                     for group, _, frame, before in made:
                         group.unsee(frame, before)
                     raise
-        for _, block, frame, _ in made:
+        for group, block, frame, _ in made:
             block.confirm(frame)
+            group.confirmed(frame)
         if full:
             self._seal_generation(t, lambda: t.open_bytes >= self._block_max_bytes)
+        if not all(frame.durable() for frame in held):  # taken for held, but the write holding it failed
+            raise _HeldWriteFailed(rows)
         return rows
 
     def fence_txn(self, txn_id: int) -> None:

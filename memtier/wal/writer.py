@@ -211,6 +211,10 @@ class PendingAppend:
             self._done.wait()
         return self._error is None
 
+    def failed(self) -> bool:
+        """Whether :meth:`wait` finished without making the frames durable (no waiting)."""
+        return self._done.is_set() and self._error is not None
+
 
 class WalWriter:
     """Appends frames to one block's WAL; thread-safe.
