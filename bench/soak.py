@@ -871,6 +871,11 @@ def _ask_for_services(cluster: Any, seconds: float, every: float) -> None:
             client.cluster("keyed", wait=False)
 
 
+def _terminated(signum: int, _frame: object) -> None:
+    """SIGTERM (a caller's timeout): end as an exception does, through every cleanup."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=1200.0)
@@ -897,6 +902,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.kinds.split(",")) - set(KINDS))
     if unknown:
         parser.error(f"unknown fault kinds {unknown}; there are {list(KINDS)}")
+    signal.signal(signal.SIGTERM, _terminated)  # the cleanups run: Ray nodes, Spark, the WAL disk
     report = run(args)
     bad = ((report["stale_read_count"] and not args.allow_stale_reads) or report["spark_final_driver_failed"]
            or any(v["lost"] or v["extra"] for v in report["check"].values()))

@@ -78,13 +78,31 @@ RUNS = {
 SOAK_TIMEOUT_S = 1200
 
 
+def _run(command: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """``command`` run to its end; past ``timeout`` it is asked to stop (SIGTERM: the soak
+    then stops the Ray nodes and Spark driver it started), killed a minute later, and the
+    test fails with what it printed."""
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.terminate()
+        try:
+            stdout, stderr = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout, stderr = process.communicate()
+        pytest.fail(f"{command[2]} ran past {timeout:.0f} s\nstderr:\n{stderr[-3000:]}\nstdout:\n{stdout[-3000:]}")
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=pytest.mark.timeout(SOAK_TIMEOUT_S + 60)) if n == "soak" else n for n in sorted(RUNS)
 ])
 def test_benchmark_runs_and_reports(name: str, tmp_path: Path) -> None:
     env = {**os.environ, "MEMTIER_BENCH_RESULTS": str(tmp_path)}
-    done = subprocess.run([sys.executable, *RUNS[name]], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=SOAK_TIMEOUT_S if name == "soak" else 600)
+    done = _run([sys.executable, *RUNS[name]], env, SOAK_TIMEOUT_S if name == "soak" else 600)
     # (the soak's verdict, the checker's table, is on stdout: a failure shows its end too)
     assert done.returncode == 0, f"stderr:\n{done.stderr[-3000:]}\nstdout:\n{done.stdout[-3000:]}"
     report = json.loads((tmp_path / f"{name}.json").read_text())
