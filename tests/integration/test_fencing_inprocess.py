@@ -7,7 +7,7 @@ stopped with SIGSTOP in test_fencing_ray.py."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
@@ -23,6 +23,7 @@ from tests.support.acked import SCHEMA, Acked, batch
 from tests.support.clock import ManualClock
 from tests.support.hudirs import hudi_rs_read
 from tests.support.inprocess import InProcessCluster
+from tests.support.waiting import in_thread
 
 BUCKETS = 8
 TIMEOUT = 5.0  # the master's default heartbeat timeout
@@ -72,19 +73,6 @@ class Held:
         self.reached.set()
         assert self.release.wait(60), "never released"
 
-
-def in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
-    outcome: list[object] = []
-
-    def run() -> None:
-        try:
-            outcome.append(fn())
-        except Exception as e:  # noqa: BLE001 - the test looks at it
-            outcome.append(e)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, outcome
 
 
 def check_everywhere(cluster: InProcessCluster, model: Acked) -> None:

@@ -20,6 +20,7 @@ from memtier.tableserver.server import TableServer
 from memtier.tableserver.tables import WriteAck
 from tests.support.acked import SCHEMA, batch
 from tests.support.inprocess import InProcessCluster
+from tests.support.waiting import in_thread
 
 PRODUCER = b"r" * 16
 ROWS = list(range(100))
@@ -51,19 +52,6 @@ class HeldSync:
             raise OSError(errno.ENOSPC, "No space left on device")
 
 
-def _in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
-    outcome: list[object] = []
-
-    def run() -> None:
-        try:
-            outcome.append(call())
-        except Exception as e:  # noqa: BLE001 - the test looks at it
-            outcome.append(e)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, outcome
-
 
 def _write(server: TableServer, ts: int) -> Callable[[], WriteAck]:
     return lambda: server.write("t", batch(ROWS, ts), producer_id=PRODUCER, producer_seq=1)
@@ -75,9 +63,9 @@ def _read_ts(server: TableServer) -> set[int]:
 
 def test_a_retry_of_a_write_still_syncing_is_acknowledged_once_it_is_durable(server: TableServer) -> None:
     sync = HeldSync(fail=False)
-    first, first_outcome = _in_thread(_write(server, 1))
+    first, first_outcome = in_thread(_write(server, 1))
     assert sync.entered.wait(30), "the first attempt never reached its sync"
-    retry, retry_outcome = _in_thread(lambda: _acknowledged_after(server, sync))
+    retry, retry_outcome = in_thread(lambda: _acknowledged_after(server, sync))
     time.sleep(0.5)  # the retry reaches the held write meanwhile (a late one proves nothing, fails nothing)
     sync.released.set()
     first.join(30)
@@ -96,9 +84,9 @@ def _acknowledged_after(server: TableServer, sync: HeldSync) -> tuple[WriteAck, 
 
 def test_a_retry_of_a_write_whose_sync_fails_is_appended_itself(server: TableServer) -> None:
     sync = HeldSync(fail=True)
-    first, first_outcome = _in_thread(_write(server, 1))
+    first, first_outcome = in_thread(_write(server, 1))
     assert sync.entered.wait(30), "the first attempt never reached its sync"
-    retry, retry_outcome = _in_thread(_write(server, 1))
+    retry, retry_outcome = in_thread(_write(server, 1))
     time.sleep(0.5)  # the retry reaches the held write meanwhile (a late one proves nothing, fails nothing)
     sync.released.set()
     first.join(30)
