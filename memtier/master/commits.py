@@ -19,10 +19,14 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from memtier.errors import CommitFailedError
+from memtier.hudi.commit import WriteStat
 from memtier.hudi.filenames import bucket_or_none
 from memtier.hudi.timeline import Instant, Timeline
 
-__all__ = ["BusyFileGroups", "CommitLog", "FileGroupRef", "TimelineMark", "can_conflict", "describe_write"]
+__all__ = [
+    "BusyFileGroups", "CommitLog", "FileGroupRef", "TimelineMark", "can_conflict", "describe_write",
+    "written_file_groups",
+]
 
 #: A file group: (partition path, file id).
 FileGroupRef = tuple[str, str]
@@ -35,6 +39,11 @@ _KEEP_COMPLETED = 10_000
 #: Pairs of actions that never conflict on a file group: a compaction rewrites the slice
 #: a log write saw, while the log write's file joins the next slice (Hudi's rule).
 _COMPATIBLE = {frozenset({"deltacommit", "compaction"})}
+
+
+def written_file_groups(stats: Iterable[WriteStat]) -> set[FileGroupRef]:
+    """The file groups a commit's write stats name."""
+    return {(s.partition_path, s.file_id) for s in stats}
 
 
 def can_conflict(action: str, other: str) -> bool:

@@ -21,7 +21,13 @@ from collections.abc import Callable, Collection, Iterable
 
 from memtier.hudi.tablemeta import TableMeta
 from memtier.hudi.timeline import COMMIT_ACTIONS, Instant, Timeline
-from memtier.master.commits import FileGroupRef, TimelineMark, can_conflict, describe_write
+from memtier.master.commits import (
+    FileGroupRef,
+    TimelineMark,
+    can_conflict,
+    describe_write,
+    written_file_groups,
+)
 
 __all__ = ["WRITE_ACTIONS", "foreign_conflicts", "missed_by"]
 
@@ -50,15 +56,11 @@ def foreign_conflicts(
         other = _action_of(timeline, done)
         if not can_conflict(action, other):
             continue
-        written = _file_groups(timeline.read_commit_metadata(meta.io, meta.base_path, done).write_stats())
+        written = written_file_groups(timeline.read_commit_metadata(meta.io, meta.base_path, done).write_stats())
         shared = written & set(file_groups)
         if shared:
             found.append(describe_write(done.timestamp, other, "another writer (Hudi's)", shared))
     return found
-
-
-def _file_groups(stats: Iterable) -> set[FileGroupRef]:
-    return {(s.partition_path, s.file_id) for s in stats}
 
 
 def missed_by(timeline: Timeline, instant: str, live_writers: Iterable[str]) -> str | None:

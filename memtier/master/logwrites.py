@@ -25,7 +25,7 @@ from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.logorder import apply_renames, has_pending_logs, place_log_files, planned_log_files
 from memtier.hudi.tablemeta import TableMeta
 from memtier.io import basename
-from memtier.master.commits import CommitLog, FileGroupRef
+from memtier.master.commits import CommitLog, FileGroupRef, written_file_groups
 
 __all__ = ["LOG_WRITE", "new_file_group_conflicts", "settle_log_files"]
 
@@ -48,7 +48,7 @@ def settle_log_files(meta: TableMeta, commits: CommitLog, instant: str, metadata
     """``metadata`` of the log write ``instant`` with its log files under the names they
     complete under (renamed on disk already)."""
     stats = metadata.write_stats()
-    groups = {*file_groups, *((s.partition_path, s.file_id) for s in stats)}
+    groups = {*file_groups, *written_file_groups(stats)}
     moved = commits.completed_since(instant, groups, (LOG_WRITE,)) if meta.layout == 1 else {}
     if not moved and not has_pending_logs(stats):
         return metadata

@@ -51,7 +51,7 @@ from memtier.hudi.timeline import COMMIT_ACTIONS, REPLACING_ACTIONS, Instant, St
 from memtier.hudi.writer import commit_action, commit_metadata, rollback_instant, rollback_pending
 from memtier.io import join, open_fileio
 from memtier.master.assignment import ServerLoad, place, rebalance_move
-from memtier.master.commits import CommitLog, FileGroupRef, TimelineMark, can_conflict
+from memtier.master.commits import CommitLog, FileGroupRef, TimelineMark, can_conflict, written_file_groups
 from memtier.master.foreign import WRITE_ACTIONS, foreign_conflicts, missed_by
 from memtier.master.logwrites import LOG_WRITE, new_file_group_conflicts, settle_log_files
 from memtier.master.services import TableServices
@@ -982,7 +982,7 @@ class Master:
         Hudi writer whose own check would miss it (:mod:`memtier.master.foreign`)."""
         mark, touched = commits.began(instant)
         timeline = meta.timeline()
-        groups = touched | set(refs) | {(s.partition_path, s.file_id) for s in (metadata.write_stats() if metadata else [])}
+        groups = touched | set(refs) | (written_file_groups(metadata.write_stats()) if metadata else set())
         found = [] if mark is None else foreign_conflicts(meta, timeline, instant, action, mark, groups,
                                                           commits.completed_here)
         ours = commits.pending_instants()
