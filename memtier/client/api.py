@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -58,8 +58,8 @@ class ServerAPI(Protocol):
     """What the client calls on a table server (the object or its proxy)."""
 
     def write(self, table: str, data: Any, *, txn_id: int, producer_id: bytes, producer_seq: int) -> WriteAck: ...
-    def read(self, table: str, *, as_of_instant: str | None, snapshot: TxnSnapshot | None = None,
-             committed_only: bool = False, columns: list[str] | None = None,
+    def read(self, table: str, *, as_of_instant: str | None, pending: Collection[str] = (),
+             snapshot: TxnSnapshot | None = None, committed_only: bool = False, columns: list[str] | None = None,
              buckets: Any = None, key_filters: Sequence[Filter] = (), schema_version: int | None = None,
              ) -> pa.Table: ...
     def flush(self, table: str | None = None, *, seal: bool = False) -> list[str]: ...

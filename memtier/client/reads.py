@@ -164,10 +164,12 @@ class Reads(ClientBase):
         newest instant listed; their rows are kept only if the new plan has that same
         point (instant, transactions, routing), else they are asked again at the plan's.
 
-        Either way the servers' rows are those they hold beyond the point's instant (a
+        Either way the servers' rows are those they hold beyond the point's instant or
+        flushed by an instant the plan saw pending (flushes of different servers complete
+        out of instant order, and the file listing may predate such a completion; a
         server keeps flushed blocks listed for a minute after their flush, and the
-        timeline is listed after the read began), so no row is missed or read twice and
-        a write acknowledged before the read began is in it."""
+        timeline is listed after the read began), so no row is missed (one read twice
+        merges by key) and a write acknowledged before the read began is in it."""
         previous = self._points.get(r.name) if r.mode in ("latest", "committed") and r.as_of is None else None
         if previous is not None:
             timeline = self._meta(r.name, previous).timeline()
@@ -298,18 +300,20 @@ class Reads(ClientBase):
         needed = read_columns(meta, columns=r.columns, filters=filters, include_meta=r.include_meta)
         pushed = [f for f in key_filters(filters, route.record_key) if _json_value(f[2])]
         return self._read_servers(
-            r.name, route, plan["instant"], TxnSnapshot.from_dict(plan["snapshot"]),
+            r.name, route, (plan["instant"], plan.get("pending", ())), TxnSnapshot.from_dict(plan["snapshot"]),
             r.mode == "committed", needed, buckets, pushed,
         )
 
     def _read_servers(
-        self, name: str, route: Routing, instant: str | None, snapshot: TxnSnapshot,
+        self, name: str, route: Routing, point: tuple[str | None, Sequence[str]], snapshot: TxnSnapshot,
         committed_only: bool, needed: list[str], buckets: frozenset[int] | None,
         pushed: list[Filter],
     ) -> tuple[list[pa.Table], bool]:
-        """Each owning server's unflushed rows of ``buckets`` (None: all), the ``pushed``
+        """Each owning server's unflushed rows of ``buckets`` (None: all) at the ``point``
+        (the instant read as of, and those up to it still pending then), the ``pushed``
         record-key filters applied there so that only the keys asked for travel; and
         whether a server flagged rows of transactions ``snapshot`` left unresolved."""
+        instant, pending = point
         columns = [c for c in needed if c in route.schema.names]
 
         def one(item: tuple[str, list[int]]) -> pa.Table:
@@ -318,7 +322,7 @@ class Reads(ClientBase):
             if not wanted:
                 return pa.table({})
             handle = self._server(server_id, route.location(server_id))
-            return handle.read(name, as_of_instant=instant, snapshot=snapshot,
+            return handle.read(name, as_of_instant=instant, pending=pending, snapshot=snapshot,
                                committed_only=committed_only, columns=columns, buckets=wanted,
                                key_filters=pushed, schema_version=route.schema_version)
 

@@ -1091,12 +1091,19 @@ class Master:
         transactions, and which server holds which bucket; with a lease on the file
         slices of that instant (or of ``as_of``, for time travel) that the reader gives
         back with :meth:`release_lease` (cleaning keeps them until then, or until the
-        lease expires)."""
+        lease expires).
+
+        ``pending``: instants up to that one still pending (flushes complete out of
+        order): a reader's file listing may lack them, so table servers answer for the
+        blocks they flush as unflushed (read after ``instant``, so any instant up to it
+        missing from them had completed on the timeline by then)."""
         description = self.describe_table(table)
         instant = self.latest_commit(table)
+        pending = self._commits(table).pending_times
         return {
             **description,
             "instant": instant,
+            "pending": sorted(p for p in pending if instant is not None and p <= instant),
             "snapshot": self.txn_snapshot().to_dict(),
             "lease": self.services.lease(table, as_of or instant),
         }

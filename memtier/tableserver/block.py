@@ -222,13 +222,15 @@ class Block:
         self.flushed_instant = instant
         self.flushed_at = time.monotonic()
 
-    def missing_from(self, as_of_instant: str | None) -> bool:
+    def missing_from(self, as_of_instant: str | None, pending: Collection[str] = ()) -> bool:
         """Whether a reader of the Hudi table as of ``as_of_instant`` (None: a table with
-        no commits yet) lacks this block's rows."""
+        no commits yet) lacks this block's rows: it was not flushed by then, or by an
+        instant the reader saw ``pending`` (one that completed after a later one did)."""
         return (
             self.flushed_instant is None
             or as_of_instant is None
             or self.flushed_instant > as_of_instant
+            or self.flushed_instant in pending
         )
 
     # -- reading ----------------------------------------------------------------------

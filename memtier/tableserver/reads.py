@@ -4,7 +4,7 @@ from memory or read back from the WAL, filtered by key through each block's key 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ class Reads(ServerBase):
         table: str,
         *,
         as_of_instant: str | None,
+        pending: Collection[str] = (),
         snapshot: TxnSnapshot | None = None,
         committed_only: bool = False,
         columns: list[str] | None = None,
@@ -38,7 +39,8 @@ class Reads(ServerBase):
         schema_version: int | None = None,
     ) -> pa.Table:
         """Rows of this server's blocks that the Hudi table lacks as of ``as_of_instant``
-        (None: a table with no commits), in write order per file group, with the file
+        (None: a table with no commits) for a reader that saw the instants up to it in
+        ``pending`` still pending, in write order per file group, with the file
         group in two extra columns, and the delete flag of each row (:data:`DELETE_FLAG`).
         Rows of transactions the ``snapshot`` says are aborted are left out, and with
         ``committed_only`` those not committed in it. ``key_filters`` (on record-key
@@ -66,7 +68,7 @@ class Reads(ServerBase):
                 for key in sorted(t.groups)
                 if wanted is None or bucket_or_none(key.file_id) in wanted
                 for block in list(t.groups[key].blocks)
-                if block.missing_from(as_of_instant)
+                if block.missing_from(as_of_instant, pending)
             ]
         meta = t.meta  # (after the blocks: each was written under it or an older schema)
         if schema_version is not None and schema_version != meta.schema_version:

@@ -4,7 +4,7 @@ Flight gets); :class:`TableServerProxy` offers the same Python calls remotely.""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -52,7 +52,7 @@ class TableServerService(ActionService):
     def handle_get(self, request: dict[str, Any]) -> pa.Table:
         snapshot = request.get("snapshot")
         return self.server.read(
-            request["table"], as_of_instant=request.get("as_of_instant"),
+            request["table"], as_of_instant=request.get("as_of_instant"), pending=request.get("pending", ()),
             snapshot=TxnSnapshot.from_dict(snapshot) if snapshot is not None else None,
             committed_only=request.get("committed_only", False),
             columns=request.get("columns"), buckets=request.get("buckets"),
@@ -68,12 +68,12 @@ class TableServerProxy(Proxy):
         request = {"table": table, "txn_id": txn_id, "producer_id": producer_id, "producer_seq": producer_seq}
         return WriteAck(**self._rpc.put(request, data))
 
-    def read(self, table: str, *, as_of_instant: str | None, snapshot: TxnSnapshot | None = None,
-             committed_only: bool = False, columns: list[str] | None = None,
-             buckets: Iterable[int] | None = None, key_filters: Sequence[Filter] = (),
-             schema_version: int | None = None) -> pa.Table:
+    def read(self, table: str, *, as_of_instant: str | None, pending: Collection[str] = (),
+             snapshot: TxnSnapshot | None = None, committed_only: bool = False,
+             columns: list[str] | None = None, buckets: Iterable[int] | None = None,
+             key_filters: Sequence[Filter] = (), schema_version: int | None = None) -> pa.Table:
         return self._rpc.get({
-            "table": table, "as_of_instant": as_of_instant,
+            "table": table, "as_of_instant": as_of_instant, "pending": sorted(pending),
             "snapshot": snapshot.to_dict() if snapshot is not None else None,
             "committed_only": committed_only,
             "columns": columns, "buckets": sorted(buckets) if buckets is not None else None,

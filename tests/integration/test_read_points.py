@@ -7,6 +7,7 @@ owning table server is asked once and the master not at all."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from memtier.client import Client, Transaction
+from memtier import failpoints
+from memtier.client import Client, Transaction, reads
 from memtier.errors import NotFoundError
 from memtier.hudi.keys import bucket_ids
 from tests.support.inprocess import InProcessCluster
@@ -170,3 +172,62 @@ def test_a_file_gone_under_a_reused_read_point_is_read_under_a_new_plan(
     monkeypatch.setattr(client, "_read_planned", cleaned_once)
     assert value(client, 3) == [(1, "a")]
     assert failed and len(plans) == 1
+
+
+def owner_of(cluster: InProcessCluster | RpcCluster, key: int) -> str:
+    """The table server holding ``key``'s bucket of table ``t``."""
+    bucket = int(bucket_ids(pa.table({"id": [key]}), ["id"], 4)[0])
+    routing = cluster.master.describe_table("t")["routing"]
+    return routing[bucket] if bucket in routing else routing[str(bucket)]
+
+
+@pytest.mark.parametrize("reuse", [True, False], ids=["reused-point", "new-plan"])
+def test_a_flush_completing_after_a_later_one_is_read_by_a_read_that_listed_it_pending(
+    cluster: InProcessCluster | RpcCluster, client: Client, monkeypatch: pytest.MonkeyPatch, reuse: bool
+) -> None:
+    """Flushes of two table servers complete out of instant order: server a's, begun
+    first, waits before its commit while b's completes. A read that saw a's instant
+    pending (its file listing lacks it) and asks a once a's flush completed must still
+    get a's rows from a (found by the chaos soak, issue 29: lookups read a key's older
+    version for a moment after faults slowed one server's flush)."""
+    a_key = next(k for k in range(100) if owner_of(cluster, k) == "a")
+    b_key = next(k for k in range(100) if owner_of(cluster, k) == "b")
+    writer = cluster.client()
+    writer.write("t", rows([a_key, b_key], 1, "old"))
+    writer.flush("t")
+    writer.write("t", rows([a_key], 2, "new"))  # in a's memory only
+    writer.write("t", rows([b_key], 2, "new"))
+    held, go = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        held.set()
+        assert go.wait(60)
+
+    failpoints.arm(failpoints.BEFORE_FLUSH_COMMIT, hold)
+    a_flush = threading.Thread(target=cluster.servers["a"].flush, args=("t",), kwargs={"seal": True})
+    a_flush.start()
+    try:
+        assert held.wait(60), "a's flush never reached its commit"
+        assert cluster.servers["b"].flush("t", seal=True)  # a later instant completes first
+        if reuse:  # the reader's point: b's flush, a's still pending
+            assert value(client, b_key) == [(2, "new")]
+        real_read = cluster.servers["a"].read
+
+        def after_a_flushed(*args: Any, **kwargs: Any) -> Any:
+            go.set()
+            a_flush.join(60)
+            return real_read(*args, **kwargs)
+
+        monkeypatch.setattr(cluster.servers["a"], "read", after_a_flushed)
+        if not reuse:  # a new plan, its files listed before a's flush completes
+            listing = client._meta("t", cluster.master.describe_table("t")).timeline()
+            monkeypatch.setattr(reads, "read_table", lambda meta, *, timeline=None, _read=reads.read_table, **kw:
+                                _read(meta, timeline=timeline or listing, **kw))
+        assert value(client, a_key) == [(2, "new")]
+    finally:
+        go.set()
+        a_flush.join(60)
+    assert not a_flush.is_alive()
+    monkeypatch.undo()
+    assert value(client, a_key) == [(2, "new")]
+    writer.close()
