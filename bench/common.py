@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -42,6 +43,17 @@ def bench_table(rows: int, *, seed: int = 0, keys: np.ndarray | None = None, ts:
         },
         schema=BENCH_SCHEMA,
     )
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a duration in seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
 
 
 def best_of(repeat: int, fn: Callable[[], Any]) -> tuple[float, list[float]]:

@@ -70,7 +70,7 @@ from bench.ceiling import (
     median_run,
     scratch_dir,
 )
-from bench.common import cpu_seconds, print_table, report
+from bench.common import cpu_seconds, positive_seconds, print_table, report
 from bench.freshness import Reader, phase
 from bench.peers_report import peer_results
 from memtier.cluster import LocalCluster, start, start_local
@@ -394,7 +394,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4, help="N concurrent client threads")
     parser.add_argument("--buckets", default="1,4,16", help="bucket counts of the test tables")
     parser.add_argument("--rounds", type=int, default=3, help="runs per cell; the median is kept")
-    parser.add_argument("--paced-seconds", type=float, default=10.0,
+    parser.add_argument("--paced-seconds", type=positive_seconds, default=10.0,
                         help="length of each run at half the peak rate")
     parser.add_argument("--budget", default="64MB", help="memory budget of the memory test")
     parser.add_argument("--budget-factor", type=float, default=10.0)

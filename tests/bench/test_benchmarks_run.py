@@ -54,7 +54,7 @@ RUNS = {
                "--budget", "1MB", "--budget-factor", "2", "--drain-seconds", "30",
                "--peer-batches", "2", "--visible-batches", "2"],
     "tls": ["-m", "bench.tls", "--batches", "4", "--rows-per-batch", "1000", "--threads", "2", "--buckets", "1",
-            "--rounds", "1", "--paced-seconds", "0.5"],
+            "--rounds", "1", "--paced-seconds", "0.5", "--pairs", "20", "--pair-interval", "0.01"],
     "schema_change": ["-m", "bench.schema_change", "--seconds", "3", "--rate", "10", "--rows-per-batch", "200",
                       "--alters", "2"],
     "write_kinds": ["-m", "bench.write_kinds", "--batches", "3", "--rows-per-batch", "1000",
