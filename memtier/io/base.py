@@ -87,6 +87,10 @@ class AppendFile(ABC):
     """A file opened for appends; ``sync`` makes everything written so far durable."""
 
     path: str
+    #: Whether a failed sync made the store open the file again (HDFS: lease recovery and
+    #: an append under a new pipeline) and carry on: further appends to it are riskier
+    #: than to a new file (see :mod:`memtier.io.hdfs`), so a log goes on in a new one.
+    reopened: bool = False
 
     @abstractmethod
     def write(self, data: bytes | memoryview) -> int:

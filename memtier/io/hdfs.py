@@ -18,6 +18,8 @@ Where HDFS differs from a local disk, and how this backend makes up for it:
   live replica holds, which covers every hsync), it is opened for append again (a pipeline
   of the live replicas), and the bytes written since the last sync are written again past
   that length. Only if that fails too (the NameNode is down for longer) does the sync fail.
+  A reopened file says so (``reopened``): an append to it is an append to a partial block,
+  the riskier kind (docs/hdfs.md), so a WAL stream goes on in a new segment at its next write.
 * **A pipeline that lost a DataNode** goes on with the live ones when the NameNode has none
   to add (``replace-datanode-on-failure.best-effort``, on by default here: on a cluster with
   as many DataNodes as replicas there is never another, and Hadoop's default then fails the
@@ -242,6 +244,7 @@ class _HdfsAppendFile(AppendFile):
                 writer.write(b"".join(self._unsynced)[length - self._synced :])
                 writer.hsync()
                 self._writer = writer
+                self.reopened = True
                 log.warning("%s: reopened at byte %d, %d unsynced bytes written again",
                             self.path, length, self._size - length)
                 return

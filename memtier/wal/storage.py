@@ -87,6 +87,10 @@ class WalSink(ABC):
     def sync(self) -> bool:
         """Make all writes so far durable; False if there was nothing to do."""
 
+    def reopened(self) -> bool:
+        """Whether a failed sync had the store open the file again (:attr:`AppendFile.reopened`)."""
+        return False
+
     @abstractmethod
     def close(self) -> None: ...
 
@@ -196,6 +200,9 @@ class _FileSink(WalSink):
 
     def write(self, parts: Sequence[Any]) -> None:
         self._file.writev(parts)
+
+    def reopened(self) -> bool:
+        return self._file.reopened
 
     def sync(self) -> bool:
         end = self._file.size  # every write finished before the sync starts is covered

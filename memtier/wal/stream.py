@@ -370,9 +370,12 @@ class WalStream:
             if current is not None and (
                 current.size < self._segment_bytes
                 and time.monotonic() - current.started < self._segment_age_s
+                and not current.reopened
             ):
                 return current
             if current is not None:
+                if current.reopened:  # on HDFS: closed now, not appended to for another minute
+                    log.warning("%s was reopened after a failed sync; going on in a new segment", current.path)
                 self._roll(current)
                 self._current = None
             name = SegmentName(self.incarnation, next(self._seq))

@@ -311,6 +311,12 @@ class WalWriter:
         """What failed the writer (it takes no more appends), or None."""
         return self._failure
 
+    @property
+    def reopened(self) -> bool:
+        """Whether a failed sync had the store open the file again and carry on (HDFS):
+        still good, but better not appended to much longer."""
+        return self._sink.reopened()
+
     def stats(self) -> CommitStats:
         """This file's share of its committer's counters."""
         return CommitStats(self._appends, self._syncs, self._bytes)

@@ -19,6 +19,8 @@ import pytest
 
 from memtier.errors import CorruptFileError, NotAWalFileError, WalClosedError
 from memtier.io import FileIO, open_fileio
+from memtier.io.base import AppendFile
+from memtier.io.local import LocalFileIO
 from memtier.wal import (
     FrameRef,
     GroupCommitter,
@@ -171,6 +173,47 @@ def test_blocks_span_segments_and_segments_go_once_their_blocks_are_flushed(root
         assert segments(fileio, f"{root}/s") == []
         with pytest.raises(WalClosedError):
             append(stream, 0, 99)
+
+
+class _ReopeningIO(LocalFileIO):
+    """Local files whose append files say a failed sync reopened them once ``reopen`` is
+    set (as HDFS's do after a new pipeline: :class:`memtier.io.hdfs.HdfsFileIO`)."""
+
+    reopen = False
+
+    def open_append(self, path: str) -> AppendFile:
+        file = super().open_append(path)
+        io = self
+
+        class Reopening(type(file)):  # type: ignore[misc]
+            @property
+            def reopened(self) -> bool:
+                return io.reopen
+
+        file.__class__ = Reopening
+        return file
+
+
+def test_a_segment_reopened_after_a_failed_sync_is_closed_and_the_stream_goes_on_in_a_new_one(root: str) -> None:
+    """On HDFS a sync that failed reopens the segment on a new pipeline and succeeds:
+    appending on to such a file risks more than a new one (docs/hdfs.md), so the next
+    write starts a new segment; every frame is recovered, in order."""
+    fileio = _ReopeningIO(root)
+    with GroupCommitter() as committer:
+        stream = WalStream(fileio, f"{root}/s", table="t", owner="a", committer=committer)
+        for seq in range(3):
+            append(stream, 0, seq)
+        assert len(segments(fileio, f"{root}/s")) == 1
+        fileio.reopen = True  # every file says a failed sync reopened it
+        append(stream, 0, 3)
+        append(stream, 1, 0)
+        assert len(segments(fileio, f"{root}/s")) == 3  # a new segment for each write
+        fileio.reopen = False
+        append(stream, 0, 4)
+        append(stream, 0, 5)
+        assert len(segments(fileio, f"{root}/s")) == 3  # the last one goes on
+        stream.close()
+    assert by_block(fileio, f"{root}/s") == {"fg0": [0, 1, 2, 3, 4, 5], "fg1": [0]}
 
 
 def test_a_closed_stream_keeps_the_segments_of_blocks_without_files(root: str) -> None:
