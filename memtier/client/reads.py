@@ -165,17 +165,19 @@ class Reads(ClientBase):
         point (instant, transactions, routing), else they are asked again at the plan's.
 
         Either way the servers' rows are those they hold beyond the point's instant or
-        flushed by an instant the plan saw pending (flushes of different servers complete
-        out of instant order, and the file listing may predate such a completion; a
-        server keeps flushed blocks listed for a minute after their flush, and the
-        timeline is listed after the read began), so no row is missed (one read twice
-        merges by key) and a write acknowledged before the read began is in it."""
+        flushed by a deltacommit the plan saw pending (flushes of different servers
+        complete out of instant order), and the files are read with those deltacommits
+        pending, completed since or not (a server keeps flushed blocks listed for a minute
+        after their flush, the timeline is listed after the read began, and a point is
+        reused only while its pending deltacommits are), so no row is missed or read twice
+        and a write acknowledged before the read began is in it."""
         previous = self._points.get(r.name) if r.mode in ("latest", "committed") and r.as_of is None else None
         if previous is not None:
             timeline = self._meta(r.name, previous).timeline()
             last = timeline.last_completed()
             newest = last.timestamp if last is not None else None
-            if newest == previous["instant"]:
+            pending = previous.get("pending", ())
+            if newest == previous["instant"] and not any(timeline.is_completed(p) for p in pending):
                 found = self._read_at(r, previous, timeline)
                 if found is not None:
                     return found
@@ -280,6 +282,7 @@ class Reads(ClientBase):
             hudi_mode = "read_optimized" if r.mode == "read_optimized" else "snapshot"
             return read_table(meta, mode=hudi_mode, as_of=r.as_of, **files)
         needed = read_columns(meta, columns=r.columns, filters=filters, include_meta=r.include_meta)
+        timeline = (timeline if timeline is not None else meta.timeline()).with_pending(plan.get("pending", ()))
         extra: Mapping[tuple[str, str], list[LogEntry]] | Prefetch[Mapping[tuple[str, str], list[LogEntry]]]
         if isinstance(memory, list):
             extra = _entries_by_file_group(memory, meta, needed)

@@ -251,6 +251,18 @@ class Timeline:
         """The times of completed commit-type instants (a reader asks once per log block)."""
         return frozenset(i.timestamp for i in self._completed_commits)
 
+    def with_pending(self, timestamps: Collection[str]) -> Timeline:
+        """This timeline with the deltacommits at ``timestamps`` in flight, completed or
+        not: as a reader that saw them pending reads it."""
+        if not timestamps:
+            return self
+        wanted = set(timestamps)
+        return Timeline(self.layout_version, tuple(
+            Instant(i.timestamp, i.action, State.INFLIGHT)
+            if i.timestamp in wanted and i.action == "deltacommit" and i.state is State.COMPLETED else i
+            for i in self.instants
+        ), self.starts)
+
     def last_completed(self) -> Instant | None:
         """The newest completed commit-type instant."""
         done = self.completed()

@@ -119,8 +119,8 @@ class _Completed:
 
 class CommitLog:
     """Pending and recently completed instants of one table (not thread-safe: the master
-    calls it under the table's lock; only :attr:`pending_times`, replaced whole on every
-    change, is read without it)."""
+    calls it under the table's lock; only :attr:`pending_log_writes`, replaced whole on
+    every change, is read without it)."""
 
     def __init__(self) -> None:
         self._sequence = 0
@@ -128,8 +128,9 @@ class CommitLog:
         self._completed: list[_Completed] = []
         self._completed_here: set[str] = set()
         self._forgotten_upto = 0  # completions up to this sequence are no longer listed
-        #: The pending instants' times, for readers that do not take the table's lock.
-        self.pending_times: frozenset[str] = frozenset()
+        #: The times of the pending deltacommits (flushes, backfills), for readers that do
+        #: not take the table's lock.
+        self.pending_log_writes: frozenset[str] = frozenset()
 
     def begin(self, instant: str, action: str, owner: str, file_groups: Iterable[FileGroupRef] = (),
               life: str | None = None, leased_at: float | None = None, mark: TimelineMark | None = None) -> None:
@@ -138,7 +139,7 @@ class CommitLog:
         took a lease it renews (:meth:`renew`), for a writer outside the tier; ``mark``:
         the timeline as it began."""
         self._pending[instant] = _Pending(action, owner, self._sequence, set(file_groups), life, leased_at, mark)
-        self.pending_times = frozenset(self._pending)
+        self._pending_changed()
 
     def began(self, instant: str) -> tuple[TimelineMark | None, set[FileGroupRef]]:
         """A pending instant's timeline mark and the file groups it touches so far."""
@@ -227,6 +228,9 @@ class CommitLog:
         """File groups some pending instant touches (or will)."""
         return BusyFileGroups(g for pending in self._pending.values() for g in pending.file_groups)
 
+    def _pending_changed(self) -> None:
+        self.pending_log_writes = frozenset(i for i, p in self._pending.items() if p.action == "deltacommit")
+
     def begun_by(self, life: str) -> list[str]:
         """Pending instants a table server's ``life`` began."""
         return [instant for instant, pending in self._pending.items() if pending.life == life]
@@ -238,7 +242,7 @@ class CommitLog:
     def complete(self, instant: str, file_groups: Iterable[FileGroupRef] = ()) -> None:
         """The instant completed: later checks of instants begun before now see it."""
         pending = self._pending.pop(instant)
-        self.pending_times = frozenset(self._pending)
+        self._pending_changed()
         self._sequence += 1
         touched = frozenset(pending.file_groups | set(file_groups))
         self._completed.append(_Completed(self._sequence, instant, pending.action, pending.owner, touched))
@@ -252,7 +256,7 @@ class CommitLog:
     def forget(self, instant: str) -> None:
         """The instant was rolled back (or never got further than requested)."""
         self._pending.pop(instant, None)
-        self.pending_times = frozenset(self._pending)
+        self._pending_changed()
 
 
 def describe_write(instant: str, action: str, owner: str, file_groups: Iterable[FileGroupRef]) -> str:

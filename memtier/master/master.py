@@ -1093,13 +1093,14 @@ class Master:
         back with :meth:`release_lease` (cleaning keeps them until then, or until the
         lease expires).
 
-        ``pending``: instants up to that one still pending (flushes complete out of
-        order): a reader's file listing may lack them, so table servers answer for the
-        blocks they flush as unflushed (read after ``instant``, so any instant up to it
-        missing from them had completed on the timeline by then)."""
+        ``pending``: the deltacommits up to that instant still pending (flushes of
+        different servers complete out of order): the reader reads them as pending
+        whenever they complete, and table servers answer for the blocks they flush as
+        unflushed (read after ``instant``, so any instant up to it missing from them had
+        completed on the timeline by then)."""
         description = self.describe_table(table)
         instant = self.latest_commit(table)
-        pending = self._commits(table).pending_times
+        pending = self._commits(table).pending_log_writes
         return {
             **description,
             "instant": instant,

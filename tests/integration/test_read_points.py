@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
 from memtier import failpoints
-from memtier.client import Client, Transaction, reads
+from memtier.client import Client, Transaction
 from memtier.errors import NotFoundError
 from memtier.hudi.keys import bucket_ids
 from tests.support.inprocess import InProcessCluster
@@ -197,6 +198,26 @@ def test_a_flush_completing_after_a_later_one_is_read_by_a_read_that_listed_it_p
     writer.flush("t")
     writer.write("t", rows([a_key], 2, "new"))  # in a's memory only
     writer.write("t", rows([b_key], 2, "new"))
+    with a_flush_held_while_b_flushes(cluster, "t") as complete:
+        if reuse:  # the reader's point: b's flush, a's still pending
+            assert value(client, b_key) == [(2, "new")]
+        real_read = cluster.servers["a"].read
+
+        def after_a_flushed(*args: Any, **kwargs: Any) -> Any:
+            complete()
+            return real_read(*args, **kwargs)
+
+        monkeypatch.setattr(cluster.servers["a"], "read", after_a_flushed)
+        assert value(client, a_key) == [(2, "new")]  # (a new plan lists its files before asking a)
+    monkeypatch.undo()
+    assert value(client, a_key) == [(2, "new")]
+    writer.close()
+
+
+@contextmanager
+def a_flush_held_while_b_flushes(cluster: InProcessCluster | RpcCluster, table: str) -> Iterator[Callable[[], None]]:
+    """Server a's flush of ``table`` begun and held before its commit while server b's
+    (a later instant) completes; yields what lets a's complete (and waits for it)."""
     held, go = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -204,30 +225,61 @@ def test_a_flush_completing_after_a_later_one_is_read_by_a_read_that_listed_it_p
         assert go.wait(60)
 
     failpoints.arm(failpoints.BEFORE_FLUSH_COMMIT, hold)
-    a_flush = threading.Thread(target=cluster.servers["a"].flush, args=("t",), kwargs={"seal": True})
+    a_flush = threading.Thread(target=cluster.servers["a"].flush, args=(table,), kwargs={"seal": True})
     a_flush.start()
-    try:
-        assert held.wait(60), "a's flush never reached its commit"
-        assert cluster.servers["b"].flush("t", seal=True)  # a later instant completes first
-        if reuse:  # the reader's point: b's flush, a's still pending
-            assert value(client, b_key) == [(2, "new")]
-        real_read = cluster.servers["a"].read
 
-        def after_a_flushed(*args: Any, **kwargs: Any) -> Any:
-            go.set()
-            a_flush.join(60)
-            return real_read(*args, **kwargs)
-
-        monkeypatch.setattr(cluster.servers["a"], "read", after_a_flushed)
-        if not reuse:  # a new plan, its files listed before a's flush completes
-            listing = client._meta("t", cluster.master.describe_table("t")).timeline()
-            monkeypatch.setattr(reads, "read_table", lambda meta, *, timeline=None, _read=reads.read_table, **kw:
-                                _read(meta, timeline=timeline or listing, **kw))
-        assert value(client, a_key) == [(2, "new")]
-    finally:
+    def complete() -> None:
         go.set()
         a_flush.join(60)
-    assert not a_flush.is_alive()
-    monkeypatch.undo()
-    assert value(client, a_key) == [(2, "new")]
-    writer.close()
+        assert not a_flush.is_alive(), "a's flush hangs"
+
+    try:
+        assert held.wait(60), "a's flush never reached its commit"
+        assert cluster.servers["b"].flush(table, seal=True)
+        yield complete
+    finally:
+        complete()
+
+
+def test_rows_of_a_flush_pending_at_the_plan_and_completed_before_the_files_are_listed_are_read_once(
+    cluster: InProcessCluster | RpcCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append-only table keeps every row, so a row read both from a server (its
+    flush was pending at the plan) and from the files (it completed before they were
+    listed) would show twice: the files are read with the plan's pending flushes pending."""
+    client = cluster.client()
+    client.create_table("e", SCHEMA, record_key=None, buckets=4)
+    for n in range(8):  # writes rotate over the buckets: rows on both servers
+        client.write("e", rows([10 * n, 10 * n + 1], n, f"w{n}"))
+    assert {s: bool(sum(t["unflushed_rows"] for t in server.status()["tables"].values()))
+            for s, server in cluster.servers.items()} == {"a": True, "b": True}
+    with a_flush_held_while_b_flushes(cluster, "e") as complete:
+        real_plan = cluster.master.read_plan
+
+        def planned_then_a_completes(*args: Any, **kwargs: Any) -> Any:
+            plan = real_plan(*args, **kwargs)
+            assert plan["pending"], "a's flush was pending at the plan"
+            complete()
+            return plan
+
+        monkeypatch.setattr(cluster.master, "read_plan", planned_then_a_completes)
+        assert sorted(client.read("e")["id"].to_pylist()) == sorted(i for n in range(8) for i in (10 * n, 10 * n + 1))
+    client.close()
+
+
+def test_a_read_point_whose_pending_flush_completed_is_not_reused(
+    cluster: InProcessCluster | RpcCluster, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A point reads its pending flushes from the servers, which list flushed blocks
+    for a minute only: once one of them completed, a read plans a new point."""
+    a_key = next(k for k in range(100) if owner_of(cluster, k) == "a")
+    b_key = next(k for k in range(100) if owner_of(cluster, k) == "b")
+    client.write("t", rows([a_key, b_key], 1, "old"))
+    with a_flush_held_while_b_flushes(cluster, "t") as complete:
+        assert value(client, a_key) == [(1, "old")]  # the point: b's flush, a's pending
+        complete()
+    monkeypatch.setattr("memtier.tableserver.flushes._FLUSHED_GRACE_S", 0.0)
+    time.sleep(0.01)
+    for server in cluster.servers.values():
+        server.maintain()  # forgets the flushed blocks: their rows are in the files only
+    assert value(client, a_key) == [(1, "old")]
