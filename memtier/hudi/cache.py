@@ -3,7 +3,9 @@ again and again (a client polling for fresh rows reads files that rarely change)
 
 Entries are immutable facts: a base file's columns, footer and per-row-group key columns
 never change, and a log file's decoded blocks are keyed by its path and size (a log file
-only grows, by appended blocks; which blocks are visible is decided at each read), and
+only grows, by appended blocks; which blocks are visible is decided at each read; a name
+is never written again after a rollback: memtier's log files of version 6 tables carry
+their attempt in the write token, Hudi's their Spark task attempt), and
 a file-system view is keyed by the timeline it was built from (files become visible,
 replaced or cleaned only through instants).
 Least recently used entries are dropped once the cached data exceeds the budget.

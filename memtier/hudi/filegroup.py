@@ -103,12 +103,21 @@ def plan_file_group_write(
     if meta.is_merge_on_read:
         if meta.layout == 1:  # named by the slice's base instant, at the next version
             version = max((f.version for f in slice_.log_files), default=0) + 1
-            name = LogFile(change.file_id, slice_.base_instant, version, token).name
+            name = LogFile(change.file_id, slice_.base_instant, version, _attempt_token(task, instant)).name
         else:  # versions 8 and 9: named by the deltacommit itself
             name = LogFile(change.file_id, instant, 1, token).name
         return FileGroupPlan(change, "log", name, slice_, task)
     name = BaseFile(change.file_id, token, instant).name
     return FileGroupPlan(change, "rewrite", name, slice_, task)
+
+
+def _attempt_token(task: int, instant: str) -> str:
+    """The write token of a log file named by its slice (table version 6), not by its
+    instant: the instant's time of day as Spark's stage id, so that an attempt rolled back
+    and the retry that takes the same version never share a name (readers keep what they
+    decoded of a log file by its name and size, and the retry of the same blocks is
+    often the same size)."""
+    return f"{task}-{int(instant[8:])}-0"
 
 
 def plan_pending_log_write(change: FileGroupChange, task: int, token: str) -> FileGroupPlan | None:
