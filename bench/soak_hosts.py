@@ -146,10 +146,16 @@ class RayHosts:
         return pids
 
     def close(self) -> None:
-        """Kill every node, the head last; remove their files."""
+        """Kill every node, the head last; keep the actors' output beside the nodes' logs
+        (``actors/<node>/``: what a fault did, to read after); remove the nodes' files."""
         for node in [*self.nodes, self.head]:
             for pid in node.pids():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             node.process.wait(60)
+        for output in self._temp.glob("*/session_*/logs/worker-*.err"):
+            if output.stat().st_size:
+                kept = self._logs / "actors" / output.parents[2].name
+                kept.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(output, kept / output.name)
         shutil.rmtree(self._temp, ignore_errors=True)
