@@ -11,7 +11,6 @@ model too."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import pytest
 
@@ -21,7 +20,7 @@ from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.mdt import metadata_table_path
 from memtier.hudi.mdtcompact import read_files_partition
 from memtier.hudi.timeline import Timeline
-from tests.interop.test_adopt import data, expected, make_row, run_pool, to_arrow
+from tests.interop.test_adopt import BUCKETS, KEYS, data, expected, make_row, run_pool, spark, to_arrow
 from tests.support.hudi_spark import (
     KEEP_LOGS,
     HudiSpark,
@@ -35,15 +34,8 @@ from tests.support.model import TableModel
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
-KEYS = 40
-BUCKETS = 2
 FLUSHES = 14
-
-
-@pytest.fixture(scope="module", params=["1.0.2", "1.1.1"])
-def spark(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HudiSpark]:
-    with HudiSpark(tmp_path_factory.mktemp("spark"), version=request.param) as session:
-        yield session
+__all__ = ["spark"]  # the Hudi 1.0.2 and 1.1.1 sessions of test_adopt, one per module
 
 
 def options() -> dict[str, str]:
