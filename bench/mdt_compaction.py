@@ -78,7 +78,7 @@ def main() -> None:
             compacted.write(_batch(i, args.partitions))
             start = time.perf_counter()
             done = compact_files_partition(compacted.io, compacted.path, compacted.timeline(),
-                                           lambda: new_instant_time(None), args.max_delta_commits)
+                                           lambda after: new_instant_time(after), args.max_delta_commits)
             if done is not None:
                 compactions.append((time.perf_counter() - start) * 1000)
         without, files = _listing_ms(plain, args.rounds)

@@ -229,15 +229,18 @@ def deltacommits_since_base(mdt_timeline: Timeline) -> int:
     return sum(1 for i in mdt_timeline.completed(("deltacommit",)) if i.timestamp > last)
 
 
-def compaction_time(mdt_timeline: Timeline, data_timeline: Timeline, new_time: Callable[[], str]) -> str:
+def compaction_time(mdt_timeline: Timeline, data_timeline: Timeline, new_time: Callable[[str], str]) -> str:
     """Hudi 1.x's instant time for a compaction of the metadata table: 1 ms before the
-    earliest data instant that is pending but completed on the metadata table, else new."""
+    earliest data instant that is pending but completed on the metadata table, else a new
+    one (``new_time(after)``: later than ``after``, the metadata table's last instant or
+    completion time, so every log file completed so far is in the plan)."""
     done = {i.timestamp for i in mdt_timeline.completed(("deltacommit",))}
     stuck = sorted(i.timestamp for i in data_timeline.pending(None) if i.timestamp in done)
     if stuck:
         before = parse_instant_time(stuck[0]) - timedelta(milliseconds=1)
         return new_instant_time(None, lambda: before)
-    return new_time()
+    times = [t for i in mdt_timeline.instants for t in (i.timestamp, i.completion_time) if t]
+    return new_time(max(times, default=""))
 
 
 def _plan(io: FileIO, mdt: str, mdt_timeline: Timeline, instant: str) -> CompactionPlan | None:
@@ -297,12 +300,13 @@ def _finish(io: FileIO, base_path: str, data_timeline: Timeline, pending: Instan
     writer.complete(inflight, content)
 
 
-def compact_files_partition(io: FileIO, base_path: str, data_timeline: Timeline, new_time: Callable[[], str],
+def compact_files_partition(io: FileIO, base_path: str, data_timeline: Timeline, new_time: Callable[[str], str],
                             max_delta_commits: int = DEFAULT_MAX_DELTA_COMMITS) -> str | None:
     """Finish a pending compaction of the metadata table's ``files`` partition, or compact
     it anew once ``max_delta_commits`` deltacommits completed since its last one; the
     instant completed, or None. The caller holds the locks every writer of the metadata
-    table takes; ``new_time`` makes an instant time later than every instant so far."""
+    table takes; ``new_time(after)`` makes an instant time later than ``after`` and than
+    every instant of the table so far."""
     mdt = metadata_table_path(base_path)
     mdt_timeline = Timeline.load(io, mdt, METADATA_LAYOUT)
     pending = mdt_timeline.pending(("compaction",))

@@ -844,9 +844,9 @@ class Master:
         with self._table_lock(table), lock.held():
             timeline = meta.timeline()
 
-            def new_time() -> str:
-                instant = new_instant_time(max(timeline.last_timestamp() or "", self._last_instant.get(table, "")) or None,
-                                           lambda: _utc(self._clock()))
+            def new_time(after: str) -> str:
+                latest = max(after, timeline.last_timestamp() or "", self._last_instant.get(table, ""))
+                instant = new_instant_time(latest or None, lambda: _utc(self._clock()))
                 self._last_instant[table] = instant
                 return instant
 

@@ -127,7 +127,7 @@ def test_killed_in_a_compaction_of_the_metadata_table(tmp_path: Path, point: str
 
     table.write(batch(10))  # a write while the compaction is pending
     assert metadata_listing(table) == listed_files(path)
-    finished = compact_files_partition(table.io, path, table.timeline(), lambda: new_instant_time(None))
+    finished = compact_files_partition(table.io, path, table.timeline(), lambda after: new_instant_time(after))
     assert finished == pending.timestamp and base.exists()
     assert [i.action for i in Timeline.load(table.io, mdt, 2).pending(None)] == []
     assert metadata_listing(table) == listed_files(path)

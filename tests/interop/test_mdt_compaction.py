@@ -1,12 +1,13 @@
 """memtier compacts Hudi's metadata table as Hudi does, and Hudi takes the result: on a
 merge-on-read bucket-index table Hudi 1.0.2 (version 8) or 1.1.1 (version 9) created with
-its metadata table, the tier's flushes, deletes, a compaction and a clean run past
+its metadata table, the tier's flushes, a compaction and a clean (which deletes files) run past
 ``hoodie.metadata.compact.max.delta.commits`` (10), the master's table-service check
 compacts the metadata table's ``files`` partition (a base HFile of memtier's, fewer log
 files than commits in the latest slice), and Hudi on Spark (metadata table on) reads the
 model, lists through the metadata table exactly the files the file system holds
 (``validate_metadata_table_files``), and upserts on from it; hudi-rs and memtier read the
-model too."""
+model too. (No row deletes: Hudi 1.0.2's reader fails on a key deleted then upserted in
+one file group's logs, docs/interoperability.md.)"""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ def test_hudi_takes_the_metadata_table_memtier_compacted(spark: HudiSpark, tmp_p
     first = [make_row(rng, k, 1) for k in range(KEYS)]
     spark.write(path, to_arrow(first), options())
     model.upsert(1, first)
+    HudiTable.open(path).set_bucket_index(BUCKETS)  # Hudi's writer does not record it in the table
 
     cluster = InProcessCluster(str(tmp_path / "cluster"),
                                services={"services.check-interval": "1ms", "services.compaction-log-files": "1000"})
@@ -64,10 +66,6 @@ def test_hudi_takes_the_metadata_table_memtier_compacted(spark: HudiSpark, tmp_p
             rows = [make_row(rng, k, number) for k in rng.sample(range(KEYS + 10), 8)]
             client.write("t", to_arrow(rows))
             model.upsert(number, rows)
-            if number % 3 == 0:
-                gone = [make_row(rng, k, 0) for k in rng.sample(range(KEYS + 10), 2)]
-                client.delete("t", to_arrow(gone).select(["id", "region"]))
-                model.delete(number, gone)
             assert client.flush("t")
             commits += 1
             if number == 8:  # a compaction and a clean (which deletes files) on the way

@@ -70,7 +70,7 @@ def compact_metadata_table_and_die(path: str, point: str) -> None:
         table.write(batch(i))
         print(f"ACK {i}", flush=True)
     failpoints.arm(point, die)
-    compact_files_partition(table.io, path, table.timeline(), lambda: new_instant_time(None))
+    compact_files_partition(table.io, path, table.timeline(), lambda after: new_instant_time(after))
     raise AssertionError("unreachable: the process kills itself in the compaction")
 
 

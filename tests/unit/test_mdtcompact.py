@@ -5,6 +5,7 @@ file system's before, after, and once more writes follow."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,7 +26,7 @@ from memtier.hudi.mdtcompact import (
 )
 from memtier.hudi.mdtfiles import record_instant
 from memtier.hudi.plans import CompactionPlan
-from memtier.hudi.timeline import State, Timeline, new_instant_time
+from memtier.hudi.timeline import State, Timeline, new_instant_time, parse_instant_time
 from memtier.hudi.writer import rollback_pending
 from tests.support.hudi_spark import listed_files
 from tests.support.metadata_table import add_metadata_table
@@ -88,7 +89,7 @@ def _listed(table: HudiTable) -> set[tuple[str, str, int]]:
 
 
 def _compact(table: HudiTable, max_delta_commits: int = 10) -> str | None:
-    return compact_files_partition(table.io, table.path, table.timeline(), lambda: new_instant_time(None),
+    return compact_files_partition(table.io, table.path, table.timeline(), lambda after: new_instant_time(after),
                                    max_delta_commits)
 
 
@@ -136,14 +137,17 @@ def test_a_data_instant_pending_after_its_metadata_deltacommit_stays_out(tmp_pat
         _write(table, i)
     before = _listed(table)
     meta = HudiTable.open(path).meta
+    mdt_timeline = Timeline.load(meta.io, metadata_table_path(path), 2)
+    stuck = new_instant_time(new_instant_time(max(i.completion_time or "" for i in mdt_timeline.instants)))
     writer = meta.timeline_writer()
-    inflight = writer.inflight(writer.request("20990101000000000", "deltacommit"))
+    inflight = writer.inflight(writer.request(stuck, "deltacommit"))
     done = meta.timeline().completed(("deltacommit",))[-1]
     record_instant(meta.io, path, inflight, meta.io.read_bytes(meta.timeline().instant_path(path, done)))
+    one_ms_before = new_instant_time(None, lambda: parse_instant_time(stuck) - timedelta(milliseconds=1))
     assert compaction_time(Timeline.load(meta.io, metadata_table_path(path), 2), meta.timeline(),
-                           lambda: "29990101000000000") == "20981231235959999"
+                           lambda after: "29990101000000000") == one_ms_before
     instant = _compact(table)
-    assert instant == "20981231235959999"
+    assert instant == one_ms_before
     assert _listed(table) == before
     rollback_pending(meta)
     assert _listed(table) == before == listed_files(path)
