@@ -486,6 +486,13 @@ class ServicesConfig:
         parse_duration,
         "how often a table is cleaned (when it has anything to clean)",
     )
+    metadata_compact_delta_commits: int = setting(
+        "services.metadata-compact-max-delta-commits",
+        10,
+        int,
+        "Hudi's metadata table (its files partition) is compacted once this many deltacommits "
+        "completed since its last compaction (Hudi's hoodie.metadata.compact.max.delta.commits)",
+    )
     lease_timeout: timedelta = setting(
         "services.lease-timeout",
         timedelta(minutes=10),
@@ -502,9 +509,10 @@ class ServicesConfig:
     def __post_init__(self) -> None:
         if self.workers < 0 or self.cpus < 0:
             raise InvalidArgumentError("services.workers and services.cpus cannot be negative")
-        if self.compaction_log_files < 1 or self.clean_retain_versions < 1:
+        if min(self.compaction_log_files, self.clean_retain_versions, self.metadata_compact_delta_commits) < 1:
             raise InvalidArgumentError(
-                "services.compaction-log-files and services.clean-retain-versions must be at least 1"
+                "services.compaction-log-files, services.clean-retain-versions and "
+                "services.metadata-compact-max-delta-commits must be at least 1"
             )
         if self.compaction_log_fraction <= 0:
             raise InvalidArgumentError("services.compaction-log-fraction must be positive")

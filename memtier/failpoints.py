@@ -23,6 +23,8 @@ __all__ = [
     "BEFORE_APPEND",
     "BEFORE_FLUSH_COMMIT",
     "BEFORE_SYNC",
+    "MDT_COMPACTION_REQUESTED",
+    "MDT_COMPACTION_WRITTEN",
     "POINTS",
     "arm",
     "hit",
@@ -37,7 +39,12 @@ BEFORE_SYNC = "wal.before-sync"
 BEFORE_ACK = "write.before-ack"
 #: A flush, its files written, before the master is asked to complete its deltacommit.
 BEFORE_FLUSH_COMMIT = "flush.before-commit"
-POINTS = (BEFORE_APPEND, BEFORE_SYNC, BEFORE_ACK, BEFORE_FLUSH_COMMIT)
+#: A compaction of Hudi's metadata table, requested with its plan, before it runs.
+MDT_COMPACTION_REQUESTED = "mdt-compaction.requested"
+#: A compaction of Hudi's metadata table, its base file written, before it completes.
+MDT_COMPACTION_WRITTEN = "mdt-compaction.written"
+POINTS = (BEFORE_APPEND, BEFORE_SYNC, BEFORE_ACK, BEFORE_FLUSH_COMMIT, MDT_COMPACTION_REQUESTED,
+          MDT_COMPACTION_WRITTEN)
 
 log = logging.getLogger(__name__)
 

@@ -90,6 +90,13 @@ def table_record_schema(io: FileIO, base_path: str) -> dict[str, Any]:
     return record_schema()
 
 
+def schema_metadata(schema: dict[str, Any]) -> dict[str, str]:
+    """The ``extraMetadata`` of a metadata-table commit written with record ``schema``:
+    that schema without Hudi's meta fields."""
+    without_meta = {**schema, "fields": [f for f in schema["fields"] if not f["name"].startswith("_hoodie_")]}
+    return {"schema": json.dumps(without_meta, separators=(",", ":"))}
+
+
 @lru_cache(maxsize=8)
 def _parsed_schema(text: str) -> Any:
     return fastavro.parse_schema(json.loads(text))
@@ -219,9 +226,7 @@ def record_instant(io: FileIO, base_path: str, instant: Instant, content: bytes)
         total_write_bytes=len(block), file_size=len(block), log_version=1, log_offset=0, base_file="",
         log_files=(name,), total_log_records=len(cells), total_log_blocks=1,
     )
-    without_meta = {**schema, "fields": [f for f in schema["fields"] if not f["name"].startswith("_hoodie_")]}
-    metadata = CommitMetadata({FILES: (stat,)}, {"schema": json.dumps(without_meta, separators=(",", ":"))},
-                              "UPSERT_PREPPED")
+    metadata = CommitMetadata({FILES: (stat,)}, schema_metadata(schema), "UPSERT_PREPPED")
     writer.complete(inflight, metadata.encode(METADATA_LAYOUT))
     log.debug("metadata table of %s: deltacommit %s (%d partitions)", base_path, instant.timestamp,
               len(change.files))

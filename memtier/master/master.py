@@ -44,6 +44,8 @@ from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.heartbeat import Heartbeats
 from memtier.hudi.lock import TableLock
 from memtier.hudi.mdt import metadata_table_changed, trim_metadata_table
+from memtier.hudi.mdtcompact import compact_files_partition
+from memtier.hudi.mdtfiles import names_files_partition
 from memtier.hudi.properties import DEFAULT_TABLE_VERSION
 from memtier.hudi.table import HudiTable
 from memtier.hudi.tablemeta import TableMeta
@@ -828,6 +830,30 @@ class Master:
             if new_instant_time(None, lambda: _utc(self._clock())) > instant:
                 return
             time.sleep(0.0005)
+
+    def compact_metadata_table(self, table: str, max_delta_commits: int) -> str | None:
+        """Compact the ``files`` partition of the table's Hudi metadata table once
+        ``max_delta_commits`` deltacommits completed since its last compaction, or finish
+        one a crash left (:mod:`memtier.hudi.mdtcompact`), under the locks every write of
+        the metadata table holds (commits wait meanwhile); its instant, or None. Its
+        instant time is taken as the master's own are, so no later instant reuses it."""
+        meta = self._meta(table)
+        if not names_files_partition(meta.config):
+            return None
+        lock, _ = self._sharing(table, meta)
+        with self._table_lock(table), lock.held():
+            timeline = meta.timeline()
+
+            def new_time(after: str) -> str:
+                latest = max(after, timeline.last_timestamp() or "", self._last_instant.get(table, ""))
+                instant = new_instant_time(latest or None, lambda: _utc(self._clock()))
+                self._last_instant[table] = instant
+                return instant
+
+            instant = compact_files_partition(meta.io, meta.base_path, timeline, new_time, max_delta_commits)
+            if instant is not None:
+                self._wait_past(instant)
+        return instant
 
     def renew_commit(self, table: str, instant: str) -> None:
         """The writer of a leased instant is alive; :class:`CommitFailedError` once the

@@ -65,6 +65,7 @@ class CommitPath(Protocol):
     def start_pending(self, table: str, instant: str) -> None: ...
     def revert_to_requested(self, table: str, instant: str) -> None: ...
     def abort_commit(self, table: str, instant: str, planned: bytes = b"") -> None: ...
+    def compact_metadata_table(self, table: str, max_delta_commits: int) -> str | None: ...
     def complete_commit(
         self, table: str, instant: str, content: bytes | CommitMetadata, *,
         file_groups: Sequence[FileGroupRef] = (), check_conflicts: bool | Sequence[str] = False,
@@ -425,24 +426,35 @@ class TableServices:
 
     # == periodic work ===================================================================
     def check(self, tables: Sequence[str]) -> None:
-        """Give back tasks of silent actors; measure compaction debt; plan what the
-        policies say is due (at most every ``services.check-interval``)."""
+        """Give back tasks of silent actors; compact Hudi's metadata tables that are due;
+        measure compaction debt; plan what the policies say is due (at most every
+        ``services.check-interval``)."""
         now = self._clock()
         with self._lock:
             expired = self._tasks.expired(now)
         for task in expired:
             self._give_back(task, f"actor {task.worker} went silent")
-        if self.config.workers == 0:
-            return  # no pool: a plan would stay pending forever (and hide rows from hudi-rs)
         if now - self._last_check < self.config.check_interval.total_seconds():
             return
         self._last_check = now
+        for table in tables:
+            self._compact_metadata_table(table)
+        if self.config.workers == 0:
+            return  # no pool: a plan would stay pending forever (and hide rows from hudi-rs)
         self._advance_requests()
         for table in tables:
             try:
                 self._check_table(table, now)
             except MemtierError:
                 log.exception("table services of %s: checking failed", table)
+
+    def _compact_metadata_table(self, table: str) -> None:
+        """Compact Hudi's metadata table of ``table`` if it is due (the master does it, not
+        the pool: a few small files, under the table's commit lock)."""
+        try:
+            self._master.compact_metadata_table(table, self.table_config(table).metadata_compact_delta_commits)
+        except MemtierError:
+            log.exception("table services of %s: compacting Hudi's metadata table failed", table)
 
     def _check_table(self, table: str, now: float) -> None:
         meta = self._master.meta(table)

@@ -12,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from memtier import failpoints
 from memtier.hudi import HudiTable
 from memtier.hudi.mdt import metadata_table_path
-from memtier.hudi.timeline import Timeline
+from memtier.hudi.mdtcompact import compact_files_partition, read_files_partition
+from memtier.hudi.timeline import State, Timeline, new_instant_time
 from tests.support.crash_writer import batch
+from tests.support.hudi_spark import listed_files
 from tests.support.hudirs import hudi_rs_read, rows
 from tests.support.model import TableModel, project
 
@@ -92,6 +95,45 @@ def test_killed_between_the_metadata_table_and_the_data_instant(tmp_path: Path) 
     instant = table.write(batch(1))
     assert instant in {i.timestamp for i in Timeline.load(table.io, mdt, 2).completed(("deltacommit",))}
     assert rows(HudiTable.open(path).read(), COLUMNS) == expected_after(2)
+
+
+def metadata_listing(table: HudiTable) -> set[tuple[str, str, int]]:
+    """The data files Hudi's readers list through the metadata table, with their sizes."""
+    found = read_files_partition(table.io, table.path, table.timeline())
+    return {(partition, name, size) for partition, names in found.items() for name, size in names.items()}
+
+
+@pytest.mark.parametrize("point", [failpoints.MDT_COMPACTION_REQUESTED, failpoints.MDT_COMPACTION_WRITTEN])
+def test_killed_in_a_compaction_of_the_metadata_table(tmp_path: Path, point: str) -> None:
+    """A writer killed in a compaction of the metadata table (its plan requested, or its
+    base file written, not completed) leaves the listing through the metadata table as
+    it was (the pending compaction's base file is no one's); the next compaction
+    finishes it from its plan, and writes go on in the slice it opened."""
+    path = str(tmp_path / "tbl")
+    proc = run_writer(path, f"die-in-metadata-compaction:{point}")
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == -signal.SIGKILL, err
+    assert len(out.splitlines()) == 10
+    table = HudiTable.open(path)
+    mdt = metadata_table_path(path)
+    [pending] = Timeline.load(table.io, mdt, 2).pending(None)
+    assert pending.action == "compaction"
+    assert pending.state is (State.INFLIGHT if point == failpoints.MDT_COMPACTION_WRITTEN else State.REQUESTED)
+    base = Path(mdt, "files", f"files-0000-0_0-0-0_{pending.timestamp}.hfile")
+    assert base.exists() == (point == failpoints.MDT_COMPACTION_WRITTEN)
+    assert metadata_listing(table) == listed_files(path)
+    ours, theirs = both_readers(path)
+    assert ours == theirs == expected_after(10)
+
+    table.write(batch(10))  # a write while the compaction is pending
+    assert metadata_listing(table) == listed_files(path)
+    finished = compact_files_partition(table.io, path, table.timeline(), lambda after: new_instant_time(after))
+    assert finished == pending.timestamp and base.exists()
+    assert [i.action for i in Timeline.load(table.io, mdt, 2).pending(None)] == []
+    assert metadata_listing(table) == listed_files(path)
+    table.write(batch(11))
+    assert metadata_listing(table) == listed_files(path)
+    assert rows(HudiTable.open(path).read(), COLUMNS) == expected_after(12)
 
 
 @pytest.mark.slow

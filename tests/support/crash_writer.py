@@ -8,7 +8,10 @@ It writes deterministic batches (batch ``i`` upserts keys ``i*7 .. i*7+39`` at v
   file of batch 1 is durable and before its instant completes;
 * ``die-after-metadata-table``: on a new table of version 9 with a metadata table
   (``files`` partition), the same, but SIGKILL itself after the metadata table's
-  deltacommit of batch 1 completed, before the data instant completes.
+  deltacommit of batch 1 completed, before the data instant completes;
+* ``die-in-metadata-compaction:<failpoint>``: on such a table, write batches 0-9 (ten
+  metadata deltacommits), then compact the metadata table and SIGKILL itself at the
+  failpoint (:data:`memtier.failpoints.MDT_COMPACTION_REQUESTED` or ``..._WRITTEN``).
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ import sys
 import pyarrow as pa
 
 import memtier.hudi.tablemeta
+from memtier import failpoints
 from memtier.hudi import HudiTable
+from memtier.hudi.mdtcompact import compact_files_partition
 from memtier.hudi.mdtfiles import record_instant
-from memtier.hudi.timeline import TimelineWriter
+from memtier.hudi.timeline import TimelineWriter, new_instant_time
 from tests.support.metadata_table import add_metadata_table
 
 SCHEMA = pa.schema([("id", pa.int64()), ("version", pa.int64()), ("part", pa.string()), ("v", pa.string())])
@@ -59,12 +64,30 @@ def record_then_die(*args: object) -> None:
     die()
 
 
+def compact_metadata_table_and_die(path: str, point: str) -> None:
+    table = with_metadata_table(path)
+    for i in range(10):
+        table.write(batch(i))
+        print(f"ACK {i}", flush=True)
+    failpoints.arm(point, die)
+    compact_files_partition(table.io, path, table.timeline(), lambda after: new_instant_time(after))
+    raise AssertionError("unreachable: the process kills itself in the compaction")
+
+
+def with_metadata_table(path: str) -> HudiTable:
+    """A new table of version 9 with a stand-in of Hudi's metadata table."""
+    table = open_or_create(path, table_version=9)
+    add_metadata_table(table.io, path)
+    return HudiTable.open(path)
+
+
 def main() -> None:
     path, mode = sys.argv[1], sys.argv[2]
+    if mode.startswith("die-in-metadata-compaction:"):
+        compact_metadata_table_and_die(path, mode.split(":", 1)[1])
+        return
     if mode == "die-after-metadata-table":
-        table = open_or_create(path, table_version=9)
-        add_metadata_table(table.io, path)
-        table = HudiTable.open(path)
+        table = with_metadata_table(path)
     else:
         table = open_or_create(path)
     if mode in ("die-before-complete", "die-after-metadata-table"):
