@@ -77,17 +77,40 @@ def record_schema() -> dict[str, Any]:
     return json.loads(text)
 
 
-def table_record_schema(io: FileIO, base_path: str) -> dict[str, Any]:
-    """The ``HoodieMetadataRecord`` schema (with meta fields) this metadata table's newest
-    deltacommit names: the one of the Hudi release that wrote it (Hudi 1.1 added fields to
-    column stats; hudi-rs refuses a block whose schema differs from the table's)."""
-    mdt = metadata_table_path(base_path)
-    timeline = Timeline.load(io, mdt, METADATA_LAYOUT)
-    for instant in reversed(timeline.completed(("deltacommit",))):
-        schema = timeline.read_commit_metadata(io, mdt, instant).schema
-        if schema:
-            return with_meta_fields(json.loads(schema))
-    return record_schema()
+#: Per metadata table path: the file name of its newest completed deltacommit when last
+#: looked at, and the record schema (without meta fields, as commits name it; "" for none)
+#: its newest completed deltacommits name.
+_named_schemas: dict[str, tuple[str, str]] = {}
+
+
+def table_record_schema(io: FileIO, mdt: str, timeline: Timeline) -> dict[str, Any]:
+    """The ``HoodieMetadataRecord`` schema (with meta fields) the newest deltacommit of the
+    metadata table at ``mdt`` (``timeline``) names: the one of the Hudi release that wrote
+    it (Hudi 1.1 added fields to column stats; hudi-rs refuses a block whose schema
+    differs from the table's).
+
+    Read from the commit files only when the newest completed deltacommit is not the one
+    it was last read from or recorded at (:func:`record_instant`): a completed instant's
+    file never changes and its name (both times) is never reused, so another writer's
+    deltacommit (Hudi's, of another release), or one rolled back or restored away, shows
+    as another newest name. Archiving drops only the oldest instants, never the newest."""
+    done = timeline.completed(("deltacommit",))
+    if not done:
+        return record_schema()
+    newest = done[-1].file_name(METADATA_LAYOUT)
+    known = _named_schemas.get(mdt)
+    if known is None or known[0] != newest:
+        named = next((text for text in (timeline.read_commit_metadata(io, mdt, i).schema for i in reversed(done))
+                      if text), "")
+        known = _named_schemas[mdt] = (newest, named)
+    return _with_meta_fields(known[1]) if known[1] else record_schema()
+
+
+@lru_cache(maxsize=8)
+def _with_meta_fields(text: str) -> dict[str, Any]:
+    """The record schema a commit names (``text``) with Hudi's meta fields; one shared
+    value per text (not to be changed)."""
+    return with_meta_fields(json.loads(text))
 
 
 @lru_cache(maxsize=8)
@@ -184,16 +207,39 @@ def _forget(io: FileIO, base_path: str, timestamp: str) -> None:
 
 
 def _has_instant(io: FileIO, base_path: str, timestamp: str) -> bool:
-    """Whether the metadata table has deltacommit ``timestamp`` in any state (its requested
-    file goes last when it is forgotten)."""
-    requested = Instant(timestamp, "deltacommit", State.REQUESTED).file_name(METADATA_LAYOUT)
-    return io.exists(join(timeline_dir(metadata_table_path(base_path), METADATA_LAYOUT), requested))
+    """Whether the metadata table has any file of deltacommit ``timestamp``: then its
+    requested or its inflight file is there (:func:`record_instant` makes both durable
+    before it writes any other; :func:`_forget` deletes them last)."""
+    folder = timeline_dir(metadata_table_path(base_path), METADATA_LAYOUT)
+    pending = Instant(timestamp, "deltacommit", State.REQUESTED)
+    return any(io.exists(join(folder, i.file_name(METADATA_LAYOUT)))
+               for i in (pending, pending.with_state(State.INFLIGHT)))
 
 
 def record_instant(io: FileIO, base_path: str, instant: Instant, content: bytes) -> None:
     """Bring the metadata table up to the data ``instant`` about to complete with
     ``content``: a deltacommit of its file changes (a rollback: the rolled-back instant's
-    deltacommit forgotten). Runs before the data instant's completed file is written."""
+    deltacommit forgotten). Runs before the data instant's completed file is written.
+
+    The deltacommit's files, in order, and what a crash (of the process or the machine)
+    leaves after each, the data instant being pending throughout:
+
+    1. requested and inflight, empty, neither synced, then the timeline folder synced once
+       (:meth:`TimelineWriter.start`): a crash before the sync returns may lose either or
+       both; after it, a pending deltacommit. Readers ignore it (they read only
+       completed ones); the data instant's rollback deletes whatever of it is there
+       (:func:`_forget`, by listing), and so does an attempt to record it again
+       (:func:`_has_instant` finds the requested or the inflight file);
+    2. the HFile log block, synced with its folder (not before step 1 is durable, so it
+       never outlives a crash without them): an uncommitted block, ignored, then deleted
+       the same way;
+    3. the completed deltacommit, synced with its folder, only after the log file is
+       durable: from then on the deltacommit names a block that is there. Readers still
+       ignore it while the data instant is pending (see the module's docstring).
+
+    Only then does the caller write the data instant's completed file: it is never durable
+    before the deltacommit it depends on.
+    """
     action = instant.completes_as
     if action == "rollback":
         _forget(io, base_path, RollbackMetadata.from_avro(content).target_timestamp)
@@ -205,9 +251,9 @@ def record_instant(io: FileIO, base_path: str, instant: Instant, content: bytes)
         _forget(io, base_path, instant.timestamp)
     mdt = metadata_table_path(base_path)
     writer = TimelineWriter(io, mdt, METADATA_LAYOUT)
-    requested = writer.request(instant.timestamp, "deltacommit")
-    inflight = writer.inflight(requested)
-    schema = table_record_schema(io, base_path)
+    inflight = writer.start(instant.timestamp, "deltacommit")
+    timeline = Timeline.load(io, mdt, METADATA_LAYOUT)
+    schema = table_record_schema(io, mdt, timeline)
     cells = change.records(schema)
     block = hfile_data_block(write_hfile(cells, {"schema": json.dumps(schema, separators=(",", ":")).encode()}),
                              schema, instant.timestamp)
@@ -220,8 +266,9 @@ def record_instant(io: FileIO, base_path: str, instant: Instant, content: bytes)
         log_files=(name,), total_log_records=len(cells), total_log_blocks=1,
     )
     without_meta = {**schema, "fields": [f for f in schema["fields"] if not f["name"].startswith("_hoodie_")]}
-    metadata = CommitMetadata({FILES: (stat,)}, {"schema": json.dumps(without_meta, separators=(",", ":"))},
-                              "UPSERT_PREPPED")
-    writer.complete(inflight, metadata.encode(METADATA_LAYOUT))
+    named = json.dumps(without_meta, separators=(",", ":"))
+    metadata = CommitMetadata({FILES: (stat,)}, {"schema": named}, "UPSERT_PREPPED")
+    done = writer.complete(inflight, metadata.encode(METADATA_LAYOUT), listed=timeline)
+    _named_schemas[mdt] = (done.file_name(METADATA_LAYOUT), named)
     log.debug("metadata table of %s: deltacommit %s (%d partitions)", base_path, instant.timestamp,
               len(change.files))
