@@ -192,16 +192,21 @@ def files_change(action: str, content: bytes) -> FilesChange | None:
 
 def _forget(io: FileIO, base_path: str, timestamp: str) -> None:
     """Undo the metadata-table deltacommit ``timestamp`` (any state): its log files first
-    (then no reader sees anything of it), then its instant files."""
+    (then no reader sees anything of it), then its instant files, each folder synced after
+    its deletions: the rollback that completes after this never outlives them in a crash
+    of the machine."""
     mdt = metadata_table_path(base_path)
     folder = join(mdt, FILES)
-    for entry in io.list_dir(folder) if io.exists(folder) else []:
-        if entry.name.startswith(".files-") and entry.name.split("_", 2)[1].split(".", 1)[0] == timestamp:
-            io.delete(entry.path)
+    logs = [entry for entry in (io.list_dir(folder) if io.exists(folder) else [])
+            if entry.name.startswith(".files-") and entry.name.split("_", 2)[1].split(".", 1)[0] == timestamp]
     timeline = timeline_dir(mdt, METADATA_LAYOUT)
-    names = [e for e in io.list_dir(timeline) if e.name.startswith((f"{timestamp}.", f"{timestamp}_"))]
-    for entry in sorted(names, key=lambda e: ("_" not in e.name, e.name.endswith(".requested"))):
-        io.delete(entry.path)  # completed first, requested last
+    names = sorted((e for e in io.list_dir(timeline) if e.name.startswith((f"{timestamp}.", f"{timestamp}_"))),
+                   key=lambda e: ("_" not in e.name, e.name.endswith(".requested")))  # completed first, requested last
+    for files, where in ((logs, folder), (names, timeline)):
+        for entry in files:
+            io.delete(entry.path)
+        if files:
+            io.sync_dir(where)
     if names:
         log.info("forgot metadata-table deltacommit %s of %s", timestamp, base_path)
 

@@ -8,7 +8,9 @@ It writes deterministic batches (batch ``i`` upserts keys ``i*7 .. i*7+39`` at v
   file of batch 1 is durable and before its instant completes;
 * ``die-after-metadata-table``: on a new table of version 9 with a metadata table
   (``files`` partition), the same, but SIGKILL itself after the metadata table's
-  deltacommit of batch 1 completed, before the data instant completes.
+  deltacommit of batch 1 completed, before the data instant completes;
+* ``die-after-metadata-pending``: the same, but SIGKILL itself once the metadata table's
+  deltacommit of batch 1 is requested and inflight (durable), before its log file.
 """
 
 from __future__ import annotations
@@ -59,19 +61,30 @@ def record_then_die(*args: object) -> None:
     die()
 
 
+def start_then_die(writer: TimelineWriter, timestamp: str, action: str) -> None:
+    START(writer, timestamp, action)
+    die()
+
+
+START = TimelineWriter.start
+METADATA_TABLE_MODES = ("die-after-metadata-table", "die-after-metadata-pending")
+
+
 def main() -> None:
     path, mode = sys.argv[1], sys.argv[2]
-    if mode == "die-after-metadata-table":
+    if mode in METADATA_TABLE_MODES:
         table = open_or_create(path, table_version=9)
         add_metadata_table(table.io, path)
         table = HudiTable.open(path)
     else:
         table = open_or_create(path)
-    if mode in ("die-before-complete", "die-after-metadata-table"):
+    if mode in ("die-before-complete", *METADATA_TABLE_MODES):
         table.write(batch(0))
         print("ACK 0", flush=True)
         if mode == "die-before-complete":
             TimelineWriter.complete = die  # type: ignore[method-assign]
+        elif mode == "die-after-metadata-pending":
+            TimelineWriter.start = start_then_die  # type: ignore[method-assign]
         else:
             memtier.hudi.tablemeta.record_instant = record_then_die  # type: ignore[attr-defined]
         table.write(batch(1))
