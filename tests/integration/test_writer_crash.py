@@ -99,19 +99,27 @@ def _metadata_table_files(path: str, timestamp: str) -> list[str]:
     return sorted(p.name for p in Path(metadata_table_path(path)).rglob("*") if timestamp in p.name)
 
 
-@pytest.mark.parametrize("lost", [(), ("requested",), ("inflight",), ("requested", "inflight")])
-def test_killed_with_the_metadata_tables_deltacommit_pending(tmp_path: Path, lost: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(("mode", "lost"), [
+    ("die-after-metadata-pending", ()),
+    ("die-after-metadata-pending", ("requested",)),
+    ("die-after-metadata-pending", ("inflight",)),
+    ("die-after-metadata-pending", ("requested", "inflight")),
+    ("die-after-metadata-log", ()),
+])
+def test_killed_with_the_metadata_tables_deltacommit_pending(tmp_path: Path, mode: str, lost: tuple[str, ...]) -> None:
     """A writer killed once the metadata table's deltacommit is requested and inflight
-    (made durable together by one sync of the folder), before its log file. ``lost``: the
-    files a crash of the machine before that sync returned may lose too (emulated by
-    deleting them). Readers read the table as before the write; the data instant's
-    rollback forgets whatever is left of the deltacommit, and the next write is recorded."""
+    (made durable together by one sync of the folder), before its log file or after it.
+    ``lost``: the files a crash of the machine before that sync returned may lose too
+    (emulated by deleting them). Readers read the table as before the write; the data
+    instant's rollback forgets whatever is left of the deltacommit, and the next write is
+    recorded."""
     path = str(tmp_path / "tbl")
-    table = killed_in_batch_1(path, "die-after-metadata-pending")
+    table = killed_in_batch_1(path, mode)
     [pending] = table.timeline().pending()
     folder = Path(metadata_table_path(path), ".hoodie", "timeline")
-    assert _metadata_table_files(path, pending.timestamp) == [
-        f"{pending.timestamp}.deltacommit.inflight", f"{pending.timestamp}.deltacommit.requested"]
+    log_file = [f".files-0000-0_{pending.timestamp}.log.1_0-0-0"] if mode == "die-after-metadata-log" else []
+    assert _metadata_table_files(path, pending.timestamp) == sorted([
+        f"{pending.timestamp}.deltacommit.inflight", f"{pending.timestamp}.deltacommit.requested", *log_file])
     for state in lost:
         (folder / f"{pending.timestamp}.deltacommit.{state}").unlink()
     assert rows(table.read(), COLUMNS) == expected_after(1)

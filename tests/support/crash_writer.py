@@ -10,7 +10,9 @@ It writes deterministic batches (batch ``i`` upserts keys ``i*7 .. i*7+39`` at v
   (``files`` partition), the same, but SIGKILL itself after the metadata table's
   deltacommit of batch 1 completed, before the data instant completes;
 * ``die-after-metadata-pending``: the same, but SIGKILL itself once the metadata table's
-  deltacommit of batch 1 is requested and inflight (durable), before its log file.
+  deltacommit of batch 1 is requested and inflight (durable), before its log file;
+* ``die-after-metadata-log``: the same, but SIGKILL itself once that deltacommit's log
+  file is durable, before the deltacommit completes.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import memtier.hudi.tablemeta
 from memtier.hudi import HudiTable
 from memtier.hudi.mdtfiles import record_instant
 from memtier.hudi.timeline import TimelineWriter
+from memtier.io import LocalFileIO
 from tests.support.metadata_table import add_metadata_table
 
 SCHEMA = pa.schema([("id", pa.int64()), ("version", pa.int64()), ("part", pa.string()), ("v", pa.string())])
@@ -66,8 +69,15 @@ def start_then_die(writer: TimelineWriter, timestamp: str, action: str) -> None:
     die()
 
 
+def create_then_die_in_metadata_table(io: LocalFileIO, path: str, data: bytes) -> None:
+    CREATE(io, path, data)
+    if "/.hoodie/metadata/files/" in path:
+        die()
+
+
 START = TimelineWriter.start
-METADATA_TABLE_MODES = ("die-after-metadata-table", "die-after-metadata-pending")
+CREATE = LocalFileIO.create_exclusive
+METADATA_TABLE_MODES = ("die-after-metadata-table", "die-after-metadata-pending", "die-after-metadata-log")
 
 
 def main() -> None:
@@ -85,6 +95,8 @@ def main() -> None:
             TimelineWriter.complete = die  # type: ignore[method-assign]
         elif mode == "die-after-metadata-pending":
             TimelineWriter.start = start_then_die  # type: ignore[method-assign]
+        elif mode == "die-after-metadata-log":
+            LocalFileIO.create_exclusive = create_then_die_in_metadata_table  # type: ignore[method-assign]
         else:
             memtier.hudi.tablemeta.record_instant = record_then_die  # type: ignore[attr-defined]
         table.write(batch(1))
