@@ -268,7 +268,7 @@ def _execute(io: FileIO, base_path: str, data_timeline: Timeline, instant: str, 
     mdt = metadata_table_path(base_path)
     mdt_timeline = Timeline.load(io, mdt, METADATA_LAYOUT)
     records = _slice_records(io, mdt, op.base_file, op.log_files, _valid_instants(mdt_timeline, data_timeline))
-    schema = table_record_schema(io, base_path)
+    schema = table_record_schema(io, mdt, mdt_timeline)
     cells = FilesChange(listing(merge(records))).records(schema)
     keys = sorted(key for key, _ in cells)
     data = write_hfile(cells, {"schema": json.dumps(schema, separators=(",", ":")).encode(),

@@ -77,17 +77,40 @@ def record_schema() -> dict[str, Any]:
     return json.loads(text)
 
 
-def table_record_schema(io: FileIO, base_path: str) -> dict[str, Any]:
-    """The ``HoodieMetadataRecord`` schema (with meta fields) this metadata table's newest
-    deltacommit names: the one of the Hudi release that wrote it (Hudi 1.1 added fields to
-    column stats; hudi-rs refuses a block whose schema differs from the table's)."""
-    mdt = metadata_table_path(base_path)
-    timeline = Timeline.load(io, mdt, METADATA_LAYOUT)
-    for instant in reversed(timeline.completed(("deltacommit",))):
-        schema = timeline.read_commit_metadata(io, mdt, instant).schema
-        if schema:
-            return with_meta_fields(json.loads(schema))
-    return record_schema()
+#: Per metadata table path: the file name of its newest completed deltacommit when last
+#: looked at, and the record schema (without meta fields, as commits name it; "" for none)
+#: its newest completed deltacommits name.
+_named_schemas: dict[str, tuple[str, str]] = {}
+
+
+def table_record_schema(io: FileIO, mdt: str, timeline: Timeline) -> dict[str, Any]:
+    """The ``HoodieMetadataRecord`` schema (with meta fields) the newest deltacommit of the
+    metadata table at ``mdt`` (``timeline``) names: the one of the Hudi release that wrote
+    it (Hudi 1.1 added fields to column stats; hudi-rs refuses a block whose schema
+    differs from the table's).
+
+    Read from the commit files only when the newest completed deltacommit is not the one
+    it was last read from or recorded at (:func:`record_instant`): a completed instant's
+    file never changes and its name (both times) is never reused, so another writer's
+    deltacommit (Hudi's, of another release), or one rolled back or restored away, shows
+    as another newest name. Archiving drops only the oldest instants, never the newest."""
+    done = timeline.completed(("deltacommit",))
+    if not done:
+        return record_schema()
+    newest = done[-1].file_name(METADATA_LAYOUT)
+    known = _named_schemas.get(mdt)
+    if known is None or known[0] != newest:
+        named = next((text for text in (timeline.read_commit_metadata(io, mdt, i).schema for i in reversed(done))
+                      if text), "")
+        known = _named_schemas[mdt] = (newest, named)
+    return _with_meta_fields(known[1]) if known[1] else record_schema()
+
+
+@lru_cache(maxsize=8)
+def _with_meta_fields(text: str) -> dict[str, Any]:
+    """The record schema a commit names (``text``) with Hudi's meta fields; one shared
+    value per text (not to be changed)."""
+    return with_meta_fields(json.loads(text))
 
 
 def schema_metadata(schema: dict[str, Any]) -> dict[str, str]:
@@ -176,31 +199,59 @@ def files_change(action: str, content: bytes) -> FilesChange | None:
 
 def _forget(io: FileIO, base_path: str, timestamp: str) -> None:
     """Undo the metadata-table deltacommit ``timestamp`` (any state): its log files first
-    (then no reader sees anything of it), then its instant files."""
+    (then no reader sees anything of it), then its instant files, each folder synced after
+    its deletions: the rollback that completes after this never outlives them in a crash
+    of the machine."""
     mdt = metadata_table_path(base_path)
     folder = join(mdt, FILES)
-    for entry in io.list_dir(folder) if io.exists(folder) else []:
-        if entry.name.startswith(".files-") and entry.name.split("_", 2)[1].split(".", 1)[0] == timestamp:
-            io.delete(entry.path)
+    logs = [entry for entry in (io.list_dir(folder) if io.exists(folder) else [])
+            if entry.name.startswith(".files-") and entry.name.split("_", 2)[1].split(".", 1)[0] == timestamp]
     timeline = timeline_dir(mdt, METADATA_LAYOUT)
-    names = [e for e in io.list_dir(timeline) if e.name.startswith((f"{timestamp}.", f"{timestamp}_"))]
-    for entry in sorted(names, key=lambda e: ("_" not in e.name, e.name.endswith(".requested"))):
-        io.delete(entry.path)  # completed first, requested last
+    names = sorted((e for e in io.list_dir(timeline) if e.name.startswith((f"{timestamp}.", f"{timestamp}_"))),
+                   key=lambda e: ("_" not in e.name, e.name.endswith(".requested")))  # completed first, requested last
+    for files, where in ((logs, folder), (names, timeline)):
+        for entry in files:
+            io.delete(entry.path)
+        if files:
+            io.sync_dir(where)
     if names:
         log.info("forgot metadata-table deltacommit %s of %s", timestamp, base_path)
 
 
 def _has_instant(io: FileIO, base_path: str, timestamp: str) -> bool:
-    """Whether the metadata table has deltacommit ``timestamp`` in any state (its requested
-    file goes last when it is forgotten)."""
-    requested = Instant(timestamp, "deltacommit", State.REQUESTED).file_name(METADATA_LAYOUT)
-    return io.exists(join(timeline_dir(metadata_table_path(base_path), METADATA_LAYOUT), requested))
+    """Whether the metadata table has any file of deltacommit ``timestamp``: then its
+    requested or its inflight file is there (:func:`record_instant` makes both durable
+    before it writes any other; :func:`_forget` deletes them last)."""
+    folder = timeline_dir(metadata_table_path(base_path), METADATA_LAYOUT)
+    pending = Instant(timestamp, "deltacommit", State.REQUESTED)
+    return any(io.exists(join(folder, i.file_name(METADATA_LAYOUT)))
+               for i in (pending, pending.with_state(State.INFLIGHT)))
 
 
 def record_instant(io: FileIO, base_path: str, instant: Instant, content: bytes) -> None:
     """Bring the metadata table up to the data ``instant`` about to complete with
     ``content``: a deltacommit of its file changes (a rollback: the rolled-back instant's
-    deltacommit forgotten). Runs before the data instant's completed file is written."""
+    deltacommit forgotten). Runs before the data instant's completed file is written.
+
+    The deltacommit's files, in order, and what a crash (of the process or the machine)
+    leaves after each, the data instant being pending throughout:
+
+    1. requested and inflight, empty, neither synced, then the timeline folder synced once
+       (:meth:`TimelineWriter.start`): a crash before the sync returns may lose either or
+       both; after it, a pending deltacommit. Readers ignore it (they read only
+       completed ones); the data instant's rollback deletes whatever of it is there
+       (:func:`_forget`, by listing), and so does an attempt to record it again
+       (:func:`_has_instant` finds the requested or the inflight file);
+    2. the HFile log block, synced with its folder (not before step 1 is durable, so it
+       never outlives a crash without them): an uncommitted block, ignored, then deleted
+       the same way;
+    3. the completed deltacommit, synced with its folder, only after the log file is
+       durable: from then on the deltacommit names a block that is there. Readers still
+       ignore it while the data instant is pending (see the module's docstring).
+
+    Only then does the caller write the data instant's completed file: it is never durable
+    before the deltacommit it depends on.
+    """
     action = instant.completes_as
     if action == "rollback":
         _forget(io, base_path, RollbackMetadata.from_avro(content).target_timestamp)
@@ -212,9 +263,9 @@ def record_instant(io: FileIO, base_path: str, instant: Instant, content: bytes)
         _forget(io, base_path, instant.timestamp)
     mdt = metadata_table_path(base_path)
     writer = TimelineWriter(io, mdt, METADATA_LAYOUT)
-    requested = writer.request(instant.timestamp, "deltacommit")
-    inflight = writer.inflight(requested)
-    schema = table_record_schema(io, base_path)
+    inflight = writer.start(instant.timestamp, "deltacommit")
+    timeline = Timeline.load(io, mdt, METADATA_LAYOUT)
+    schema = table_record_schema(io, mdt, timeline)
     cells = change.records(schema)
     block = hfile_data_block(write_hfile(cells, {"schema": json.dumps(schema, separators=(",", ":")).encode()}),
                              schema, instant.timestamp)
@@ -226,7 +277,9 @@ def record_instant(io: FileIO, base_path: str, instant: Instant, content: bytes)
         total_write_bytes=len(block), file_size=len(block), log_version=1, log_offset=0, base_file="",
         log_files=(name,), total_log_records=len(cells), total_log_blocks=1,
     )
-    metadata = CommitMetadata({FILES: (stat,)}, schema_metadata(schema), "UPSERT_PREPPED")
-    writer.complete(inflight, metadata.encode(METADATA_LAYOUT))
+    named = schema_metadata(schema)
+    metadata = CommitMetadata({FILES: (stat,)}, named, "UPSERT_PREPPED")
+    done = writer.complete(inflight, metadata.encode(METADATA_LAYOUT), listed=timeline)
+    _named_schemas[mdt] = (done.file_name(METADATA_LAYOUT), named["schema"])
     log.debug("metadata table of %s: deltacommit %s (%d partitions)", base_path, instant.timestamp,
               len(change.files))

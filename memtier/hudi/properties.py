@@ -146,39 +146,39 @@ def _logical_lines(text: str) -> list[str]:
     return lines
 
 
+#: A key: up to the first unescaped ``=``, ``:`` or whitespace.
+_KEY_RE = re.compile(r"(?:\\.?|[^=:\\ \t\f])*", re.DOTALL)
+
+
 def _split_key(line: str) -> tuple[str, str]:
     """Split a logical line at the first unescaped ``=``, ``:`` or whitespace."""
-    i = 0
-    while i < len(line) and line[i] not in "=:" + _WHITESPACE:
-        i += 2 if line[i] == "\\" else 1
-    key, rest = line[:i], line[i:]
+    key = _KEY_RE.match(line).group()  # type: ignore[union-attr] - matches the empty string at least
+    rest = line[len(key):]
     rest = rest.lstrip(_WHITESPACE)
     if rest[:1] in ("=", ":"):
         rest = rest[1:].lstrip(_WHITESPACE)
     return key, rest
 
 
+#: One escape: a backslash and the character after it, or ``\\u`` and up to 4 more.
+_ESCAPE_RE = re.compile(r"\\(u.{0,4}|.)", re.DOTALL)
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _unescaped(match: re.Match[str]) -> str:
+    escaped = match.group(1)
+    if escaped[0] != "u":
+        return _ESCAPES.get(escaped, escaped)
+    digits = escaped[1:]
+    if len(digits) != 4 or not _HEX.issuperset(digits):
+        raise InvalidArgumentError(f"malformed \\uXXXX escape in properties: {match.string!r}")
+    return chr(int(digits, 16))
+
+
 def _unescape(text: str) -> str:
-    units: list[str] = []
-    i = 0
-    while i < len(text):
-        char = text[i]
-        if char != "\\" or i + 1 == len(text):
-            units.append(char)
-            i += 1
-            continue
-        escaped = text[i + 1]
-        if escaped == "u":
-            digits = text[i + 2 : i + 6]
-            if len(digits) != 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                raise InvalidArgumentError(f"malformed \\uXXXX escape in properties: {text!r}")
-            units.append(chr(int(digits, 16)))
-            i += 6
-        else:
-            units.append(_ESCAPES.get(escaped, escaped))
-            i += 2
+    """``text`` with its escapes resolved (a backslash ending it stays)."""
     # \uXXXX escapes are UTF-16 code units: rejoin surrogate pairs.
-    return "".join(units).encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return _ESCAPE_RE.sub(_unescaped, text).encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def parse_properties(text: str) -> dict[str, str]:

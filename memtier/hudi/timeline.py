@@ -383,9 +383,13 @@ class TimelineWriter:
         self.io.create_exclusive(self._path(instant), content)
         return instant
 
-    def _completed(self, instant: Instant) -> Instant | None:
-        """The completed file's instant of ``instant`` (any state of it), if one exists."""
+    def _completed(self, instant: Instant, listed: Timeline | None = None) -> Instant | None:
+        """The completed file's instant of ``instant`` (any state of it), if one exists
+        (in ``listed``, a listing of this timeline, when given)."""
         done = instant.with_state(State.COMPLETED)
+        if listed is not None:
+            return next((i for i in listed.instants if i.state is State.COMPLETED
+                         and (i.timestamp, i.action) == (done.timestamp, done.action)), None)
         if self.layout == 1:
             return done if self.io.exists(self._path(done)) else None
         prefix, suffix = f"{done.timestamp}_", f".{done.action}"
@@ -394,11 +398,11 @@ class TimelineWriter:
                 return Instant.parse(entry.name, self.layout)
         return None
 
-    def _create_completed(self, instant: Instant, content: bytes) -> Instant:
+    def _create_completed(self, instant: Instant, content: bytes, listed: Timeline | None = None) -> Instant:
         """Create the completed file of ``instant`` (given in any state), after
         ``before_complete`` (which brings Hudi's metadata table up to it)."""
         done = instant.with_state(State.COMPLETED)
-        if self.layout == 2 and self._completed(done) is not None:
+        if self.layout == 2 and self._completed(done, listed) is not None:
             raise AlreadyExistsError(f"instant {done.timestamp}.{done.action} of {self.base_path} has completed")
         if self.before_complete is not None:
             self.before_complete(instant, content)
@@ -409,25 +413,50 @@ class TimelineWriter:
 
     def request(self, timestamp: str, action: str, content: bytes = b"") -> Instant:
         """Write ``<t>.<action>.requested``."""
+        self._check_action(timestamp, action)
+        return self._create(Instant(timestamp, action, State.REQUESTED), content)
+
+    @staticmethod
+    def _check_action(timestamp: str, action: str) -> None:
         parse_instant_time(timestamp)
         if not re.fullmatch(_ACTION, action):
             raise InvalidArgumentError(f"timeline action {action!r} must be lower-case letters")
-        return self._create(Instant(timestamp, action, State.REQUESTED), content)
 
     def inflight(self, instant: Instant, content: bytes = b"") -> Instant:
         """Move a requested instant to inflight (``<t>.<action>.inflight``, ``<t>.inflight``)."""
         _require_state(instant, State.REQUESTED, "move to inflight")
         return self._create(instant.with_state(State.INFLIGHT), content)
 
+    def start(self, timestamp: str, action: str) -> Instant:
+        """Request an instant and move it to inflight at once, both files empty; the
+        inflight instant. Neither file is synced on its own (``write_marker``); one sync
+        of the timeline folder after both makes both durable before this returns (on a
+        local disk 1 sync instead of the 4 of :meth:`request` and :meth:`inflight`).
+
+        A crash before that sync returns may lose either file or both: the instant is
+        then never begun, requested, inflight, or (where the file system does not keep
+        the order of creations in one folder; ext4's and XFS's journals do) inflight
+        without its requested file, a pending instant like the others that a rollback
+        deletes by listing. Nothing else of the instant may be written before this
+        returns, so no later file of it outlives a crash that loses these two."""
+        self._check_action(timestamp, action)
+        requested = Instant(timestamp, action, State.REQUESTED)
+        for instant in (requested, requested.with_state(State.INFLIGHT)):
+            self.io.write_marker(self._path(instant), b"", exclusive=True)
+        self.io.sync_dir(self.folder)
+        return requested.with_state(State.INFLIGHT)
+
     def replace_inflight(self, instant: Instant, content: bytes) -> None:
         """Rewrite an inflight instant's content (the files a rollback deletes), atomically."""
         _require_state(instant, State.INFLIGHT, "rewrite")
         self.io.write_atomic(self._path(instant), content)
 
-    def complete(self, instant: Instant, content: bytes) -> Instant:
-        """Complete an inflight instant: its data becomes visible once this file exists."""
+    def complete(self, instant: Instant, content: bytes, listed: Timeline | None = None) -> Instant:
+        """Complete an inflight instant: its data becomes visible once this file exists.
+        ``listed``: a listing of this timeline taken since the instant was requested, which
+        then stands in for the listing that checks it has not completed (layout 2)."""
         _require_state(instant, State.INFLIGHT, "complete")
-        return self._create_completed(instant, content)
+        return self._create_completed(instant, content, listed)
 
     def remove_pending(self, instant: Instant) -> None:
         """Delete the requested and inflight files of an instant that never completed."""

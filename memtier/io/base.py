@@ -194,11 +194,17 @@ class FileIO(ABC):
     def write_marker(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
         """Publish a small file that no crash must keep (a lock, a heartbeat) all at once,
         durably where that costs nothing more (:class:`AlreadyExistsError` if ``exclusive``
-        and it exists)."""
+        and it exists). On a local disk neither the file nor its folder is synced: an
+        empty one becomes durable at the next :meth:`sync_dir` of its folder."""
         if exclusive:
             self.create_exclusive(path, data)
         else:
             self.write_atomic(path, data)
+
+    def sync_dir(self, path: str) -> None:  # noqa: B027 - a no-op where every create is durable
+        """Make the names of the files published in folder ``path`` so far durable (those
+        :meth:`write_marker` left unsynced; a file's content only if it was synced or is
+        empty). A no-op where a create is durable when it returns (HDFS, object stores)."""
 
     @abstractmethod
     def open_output(self, path: str) -> contextlib.AbstractContextManager[BinaryIO]:

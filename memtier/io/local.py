@@ -319,6 +319,9 @@ class LocalFileIO(FileIO):
             raise AlreadyExistsError(f"already exists: {path}")
         self._publish(self._write_temp(path, data), path, exclusive=exclusive, durable=False)
 
+    def sync_dir(self, path: str) -> None:
+        _fsync_dir(_local_path(path))
+
     @contextlib.contextmanager
     def open_output(self, path: str) -> Iterator[BinaryIO]:
         local = _local_path(path)

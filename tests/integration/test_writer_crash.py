@@ -136,6 +136,44 @@ def test_killed_in_a_compaction_of_the_metadata_table(tmp_path: Path, point: str
     assert rows(HudiTable.open(path).read(), COLUMNS) == expected_after(12)
 
 
+def _metadata_table_files(path: str, timestamp: str) -> list[str]:
+    """The files of the metadata table's deltacommit ``timestamp``: instant and log files."""
+    return sorted(p.name for p in Path(metadata_table_path(path)).rglob("*") if timestamp in p.name)
+
+
+@pytest.mark.parametrize(("mode", "lost"), [
+    ("die-after-metadata-pending", ()),
+    ("die-after-metadata-pending", ("requested",)),
+    ("die-after-metadata-pending", ("inflight",)),
+    ("die-after-metadata-pending", ("requested", "inflight")),
+    ("die-after-metadata-log", ()),
+])
+def test_killed_with_the_metadata_tables_deltacommit_pending(tmp_path: Path, mode: str, lost: tuple[str, ...]) -> None:
+    """A writer killed once the metadata table's deltacommit is requested and inflight
+    (made durable together by one sync of the folder), before its log file or after it.
+    ``lost``: the files a crash of the machine before that sync returned may lose too
+    (emulated by deleting them). Readers read the table as before the write; the data
+    instant's rollback forgets whatever is left of the deltacommit, and the next write is
+    recorded."""
+    path = str(tmp_path / "tbl")
+    table = killed_in_batch_1(path, mode)
+    [pending] = table.timeline().pending()
+    folder = Path(metadata_table_path(path), ".hoodie", "timeline")
+    log_file = [f".files-0000-0_{pending.timestamp}.log.1_0-0-0"] if mode == "die-after-metadata-log" else []
+    assert _metadata_table_files(path, pending.timestamp) == sorted([
+        f"{pending.timestamp}.deltacommit.inflight", f"{pending.timestamp}.deltacommit.requested", *log_file])
+    for state in lost:
+        (folder / f"{pending.timestamp}.deltacommit.{state}").unlink()
+    assert rows(table.read(), COLUMNS) == expected_after(1)
+
+    assert table.rollback_pending() == [pending.timestamp]
+    assert _metadata_table_files(path, pending.timestamp) == []
+    assert table.timeline().pending() == () and table.timeline().completed(("rollback",))
+    instant = table.write(batch(1))
+    assert instant in {i.timestamp for i in Timeline.load(table.io, metadata_table_path(path), 2).completed()}
+    assert rows(HudiTable.open(path).read(), COLUMNS) == expected_after(2)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 def test_killed_at_random_moments(tmp_path: Path, seed: int) -> None:

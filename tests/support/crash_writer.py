@@ -12,6 +12,10 @@ It writes deterministic batches (batch ``i`` upserts keys ``i*7 .. i*7+39`` at v
 * ``die-in-metadata-compaction:<failpoint>``: on such a table, write batches 0-9 (ten
   metadata deltacommits), then compact the metadata table and SIGKILL itself at the
   failpoint (:data:`memtier.failpoints.MDT_COMPACTION_REQUESTED` or ``..._WRITTEN``).
+* ``die-after-metadata-pending``: the same, but SIGKILL itself once the metadata table's
+  deltacommit of batch 1 is requested and inflight (durable), before its log file;
+* ``die-after-metadata-log``: the same, but SIGKILL itself once that deltacommit's log
+  file is durable, before the deltacommit completes.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from memtier.hudi import HudiTable
 from memtier.hudi.mdtcompact import compact_files_partition
 from memtier.hudi.mdtfiles import record_instant
 from memtier.hudi.timeline import TimelineWriter, new_instant_time
+from memtier.io import LocalFileIO
 from tests.support.metadata_table import add_metadata_table
 
 SCHEMA = pa.schema([("id", pa.int64()), ("version", pa.int64()), ("part", pa.string()), ("v", pa.string())])
@@ -81,20 +86,40 @@ def with_metadata_table(path: str) -> HudiTable:
     return HudiTable.open(path)
 
 
+def start_then_die(writer: TimelineWriter, timestamp: str, action: str) -> None:
+    START(writer, timestamp, action)
+    die()
+
+
+def create_then_die_in_metadata_table(io: LocalFileIO, path: str, data: bytes) -> None:
+    CREATE(io, path, data)
+    if "/.hoodie/metadata/files/" in path:
+        die()
+
+
+START = TimelineWriter.start
+CREATE = LocalFileIO.create_exclusive
+METADATA_TABLE_MODES = ("die-after-metadata-table", "die-after-metadata-pending", "die-after-metadata-log")
+
+
 def main() -> None:
     path, mode = sys.argv[1], sys.argv[2]
     if mode.startswith("die-in-metadata-compaction:"):
         compact_metadata_table_and_die(path, mode.split(":", 1)[1])
         return
-    if mode == "die-after-metadata-table":
+    if mode in METADATA_TABLE_MODES:
         table = with_metadata_table(path)
     else:
         table = open_or_create(path)
-    if mode in ("die-before-complete", "die-after-metadata-table"):
+    if mode in ("die-before-complete", *METADATA_TABLE_MODES):
         table.write(batch(0))
         print("ACK 0", flush=True)
         if mode == "die-before-complete":
             TimelineWriter.complete = die  # type: ignore[method-assign]
+        elif mode == "die-after-metadata-pending":
+            TimelineWriter.start = start_then_die  # type: ignore[method-assign]
+        elif mode == "die-after-metadata-log":
+            LocalFileIO.create_exclusive = create_then_die_in_metadata_table  # type: ignore[method-assign]
         else:
             memtier.hudi.tablemeta.record_instant = record_then_die  # type: ignore[attr-defined]
         table.write(batch(1))

@@ -7,18 +7,21 @@ metadata deltacommit whose data instant is rolled back is forgotten."""
 from __future__ import annotations
 
 import json
+import time
 from io import BytesIO
 
 import fastavro
 import pyarrow as pa
 
 from memtier.hudi import HudiTable
+from memtier.hudi.avro import with_meta_fields
+from memtier.hudi.commit import CommitMetadata
 from memtier.hudi.hfile import read_hfile
 from memtier.hudi.logformat import BlockType, HeaderKey, iter_blocks
 from memtier.hudi.mdt import drop_metadata_table, has_metadata_table, metadata_table_path
 from memtier.hudi.mdtfiles import record_instant, record_schema
 from memtier.hudi.properties import METADATA_PARTITIONS, METADATA_PARTITIONS_INFLIGHT, load_table_config
-from memtier.hudi.timeline import State, Timeline
+from memtier.hudi.timeline import Instant, State, Timeline, TimelineWriter, new_instant_time
 from memtier.hudi.writer import rollback_pending
 from memtier.io import join
 from tests.support.metadata_table import add_metadata_table
@@ -110,3 +113,47 @@ def test_a_table_without_one_is_left_as_it_is(tmp_path) -> None:
     before = table.io.read_bytes(join(table.path, ".hoodie", "hoodie.properties"))
     assert drop_metadata_table(table.meta) is table.meta
     assert table.io.read_bytes(join(table.path, ".hoodie", "hoodie.properties")) == before
+
+
+def _block_schema(table: HudiTable, instant: str) -> dict:
+    """The record schema the header of the metadata table's block of ``instant`` names."""
+    path = join(metadata_table_path(table.path), "files", f".files-0000-0_{instant}.log.1_0-0-0")
+    [block] = list(iter_blocks(table.io.read_bytes(path), path))
+    return json.loads(block.header[HeaderKey.SCHEMA])
+
+
+def test_blocks_follow_the_record_schema_another_writer_names(tmp_path) -> None:
+    """The record schema is read again when another writer (Hudi of another release) has
+    completed the newest deltacommit, and kept while memtier's own are the newest."""
+    path = str(tmp_path / "schema")
+    table = _with_metadata_table(path, 9)
+    first = table.write(pa.table({"id": [1], "ts": [1]}, schema=SCHEMA))
+    assert first is not None and _block_schema(table, first) == record_schema()
+    mdt = metadata_table_path(path)
+    theirs = json.loads(json.dumps(record_schema()))
+    theirs["fields"] = [f for f in theirs["fields"] if not f["name"].startswith("_hoodie_")]
+    theirs["fields"].append({"name": "addedByHudi", "type": ["null", "string"], "default": None})
+    writer = TimelineWriter(table.io, mdt, 2)
+    writer.complete(writer.start(new_instant_time(first), "deltacommit"),
+                    CommitMetadata({}, {"schema": json.dumps(theirs)}, "UPSERT_PREPPED").encode(2))
+    time.sleep(0.002)  # memtier's next instant time comes after it
+    later = [table.write(pa.table({"id": [i], "ts": [i]}, schema=SCHEMA)) for i in (2, 3)]
+    assert [_block_schema(table, t) for t in later if t] == [with_meta_fields(theirs)] * 2
+
+
+def test_a_deltacommit_a_crash_left_pending_is_recorded_again(tmp_path) -> None:
+    """What a crash of the machine before the sync of the requested and inflight files may
+    leave (either of them, or both): a new attempt at the instant forgets it first."""
+    path = str(tmp_path / "again")
+    table = _with_metadata_table(path, 9)
+    table.write(pa.table({"id": [1], "ts": [1]}, schema=SCHEMA))
+    meta = HudiTable.open(path).meta
+    done = meta.timeline().completed()[-1]
+    content = meta.io.read_bytes(meta.timeline().instant_path(path, done))
+    folder = join(metadata_table_path(path), ".hoodie", "timeline")
+    for i, left in enumerate(("requested", "inflight")):
+        timestamp = f"2099010100000000{i}"
+        meta.io.write_atomic(join(folder, f"{timestamp}.deltacommit.{left}"), b"")
+        record_instant(meta.io, path, Instant(timestamp, "deltacommit", State.INFLIGHT), content)
+        mdt_timeline = Timeline.load(meta.io, metadata_table_path(path), 2)
+        assert [i.state for i in mdt_timeline.instants if i.timestamp == timestamp] == [State.COMPLETED]

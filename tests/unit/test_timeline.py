@@ -356,6 +356,41 @@ def test_layout_2_writer_names_completed_instants_by_completion_time(fileio: Fil
     assert fileio.read_bytes(timeline.instant_path(any_root, first)) == b"done"
 
 
+def test_start_requests_and_moves_to_inflight_at_once(fileio: FileIO, any_root: str) -> None:
+    """Both files empty, as ``request`` then ``inflight`` write them; an instant taken (in
+    either state) is refused."""
+    writer = TimelineWriter(fileio, any_root, 2)
+    inflight = writer.start(T1, "deltacommit")
+    assert inflight == Instant(T1, "deltacommit", State.INFLIGHT)
+    folder = timeline_dir(any_root, 2)
+    names = [f.name for f in fileio.list_dir(folder)]
+    assert names == [f"{T1}.deltacommit.inflight", f"{T1}.deltacommit.requested"]  # no temporary file left
+    assert all(fileio.read_bytes(join(folder, name)) == b"" for name in names)
+    assert Timeline.load(fileio, any_root, 2).pending() == (inflight,)
+    with pytest.raises(AlreadyExistsError):
+        writer.start(T1, "deltacommit")
+    fileio.write_atomic(join(folder, f"{T2}.deltacommit.inflight"), b"")  # a requested file lost
+    with pytest.raises(AlreadyExistsError):
+        writer.start(T2, "deltacommit")
+    with pytest.raises(InvalidArgumentError, match="action"):
+        writer.start(T3, "Delta.Commit")
+    done = writer.complete(inflight, b"done")
+    assert (done.timestamp, done.state) == (T1, State.COMPLETED)
+
+
+def test_complete_checks_a_listing_given_instead_of_listing_again(fileio: FileIO, any_root: str) -> None:
+    writer = TimelineWriter(fileio, any_root, 2)
+    first = writer.start(T1, "deltacommit")
+    second = writer.start(T2, "deltacommit")
+    listed = Timeline.load(fileio, any_root, 2)
+    says_done = Timeline(2, (Instant(T1, "deltacommit", State.COMPLETED, T2),))
+    with pytest.raises(AlreadyExistsError, match="has completed"):  # as the listing has it, not the folder
+        writer.complete(first, b"done", listed=says_done)
+    writer.complete(first, b"done", listed=listed)
+    writer.complete(second, b"done", listed=listed)
+    assert [i.timestamp for i in Timeline.load(fileio, any_root, 2).completed()] == [T1, T2]
+
+
 def test_remove_pending(fileio: FileIO, any_root: str) -> None:
     writer = TimelineWriter(fileio, any_root)
     pending = writer.inflight(writer.request(T1, "commit"))
