@@ -86,6 +86,18 @@ class _Periodic:
 # == actor shells =========================================================================
 
 
+def _log_at(level: str) -> None:
+    """This process's memtier loggers at ``level`` (``cluster.log-level``), each line with
+    its time: Ray keeps an actor's output in its worker log."""
+    logger = logging.getLogger("memtier")
+    logger.setLevel(level)
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
 class MasterShell:
     """The master actor: a :class:`Master` served over Flight, watching its servers."""
 
@@ -94,6 +106,7 @@ class MasterShell:
                  services: Mapping[str, str] | None = None,
                  catalog: Mapping[str, str] | None = None) -> None:
         config = load(ClusterConfig, cluster)
+        _log_at(config.log_level)
         token, tls_ca = config.token, config.tls_ca
         self.master = Master(
             root,
@@ -154,6 +167,7 @@ class TableServerShell:
         _without_transparent_huge_pages()
         return_freed_memory()
         config = load(ClusterConfig, cluster)
+        _log_at(config.log_level)
         cpus = available()
         self.cpus = pin(server_cpus(config.server_cpus, config.service_cpus, cpus))
         flush_cpus = service_cpus(config.service_cpus, cpus)
@@ -219,6 +233,7 @@ class TableServiceShell:
         background()
         read_gently()
         config = load(ClusterConfig, cluster)
+        _log_at(config.log_level)
         self.cpus = pin(service_cpus(config.service_cpus, available()))
         master = MasterProxy(master_location, token=config.token, tls_ca=config.tls_ca)
         self.worker = ServiceWorker(worker_id, master, cpus=describe(self.cpus))

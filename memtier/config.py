@@ -324,6 +324,14 @@ def _file(text: str) -> str:
     return text
 
 
+def _log_level(text: str) -> str:
+    """A logging level's name."""
+    name = text.strip().upper()
+    if name not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise ValueError("not one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+    return name
+
+
 def _pem(text: str) -> str:
     """PEM text, or the path of a file that exists."""
     return text if text.lstrip().startswith("-----BEGIN") else _file(text)
@@ -366,6 +374,13 @@ class ClusterConfig:
         _pem,
         "a PEM file (or its text): the CA certificate(s) clients check the servers' certificates "
         "against, in every process that connects (default: the system's CAs)",
+    )
+    log_level: str = setting(
+        "cluster.log-level",
+        "WARNING",
+        _log_level,
+        "what the master, table servers and table-service actors log (DEBUG, INFO, WARNING, ...), "
+        "each line with its time, into their Ray worker logs",
     )
     heartbeat_interval: timedelta = setting(
         "cluster.heartbeat-interval",
