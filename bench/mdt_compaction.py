@@ -8,6 +8,7 @@ each write the second is compacted as the master compacts it (every
 metadata table (:func:`memtier.hudi.mdtcompact.read_files_partition`: the latest slice of
 ``files-0000-0``, base file and log files merged) is timed on both, median of
 ``--rounds``; also each compaction's time (what a commit arriving meanwhile waits).
+Prints a table and writes bench/results/mdt_compaction.json.
 
     .venv/bin/python -m bench.mdt_compaction --commits 200
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from bench.common import report
 from memtier.hudi import HudiTable
 from memtier.hudi.fsview import FileSystemView
 from memtier.hudi.mdt import metadata_table_path
@@ -84,13 +86,19 @@ def main() -> None:
         without, files = _listing_ms(plain, args.rounds)
         with_, files_c = _listing_ms(compacted, args.rounds)
         assert files == files_c
-        print(f"commits {args.commits}, data files listed {files}, rounds {args.rounds}")
+        rows = []
         for name, table, ms in (("without", plain, without), ("with", compacted, with_)):
             merged, every = _latest_logs(table)
-            print(f"{name} compaction: listing {ms:.1f} ms, log files merged {merged} (of {every} in files/)")
+            rows.append([name, args.commits, files, round(ms, 1), merged, every])
+    report("mdt_compaction",
+           ["metadata-table compaction", "commits", "data files listed", "listing ms", "log files merged",
+            "log files in files/"], rows,
+           {"args": vars(args), "compactions": len(compactions),
+            "compaction_p50_ms": round(statistics.median(compactions), 1) if compactions else None,
+            "compaction_max_ms": round(max(compactions), 1) if compactions else None})
+    if compactions:
         print(f"compactions {len(compactions)}: p50 {statistics.median(compactions):.1f} ms, "
-              f"max {max(compactions):.1f} ms")
-
+              f"max {max(compactions):.1f} ms (commits wait meanwhile)")
 
 if __name__ == "__main__":
     main()

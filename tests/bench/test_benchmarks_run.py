@@ -23,6 +23,7 @@ RUNS = {
     "hudi_occ": ["-m", "bench.hudi_occ", "--baseline", str(REPO), "--baseline-python", sys.executable,
                  "--flushes", "3", "--rounds", "1", "--parts", "3"],
     "hudi_read": ["-m", "bench.hudi_read", "--rows", "20000", "--repeat", "1"],
+    "mdt_compaction": ["-m", "bench.mdt_compaction", "--commits", "12", "--rounds", "1"],
     "avro_codec": ["bench/avro_codec.py", "--rows", "20000", "--repeat", "1", "--fastavro-rows", "500"],
     "wal": ["-m", "bench.wal", "--seconds", "0.1", "--rounds", "1"],
     "background_io": ["-m", "bench.background_io", "--seconds", "0.3", "--rounds", "1", "--file-mb", "4"],
