@@ -476,7 +476,7 @@ class Master:
                     self._rollback_locked(table, meta, instant)
                     raise CommitFailedError(f"the schema change of {table} failed (rolled back): {e}") from e
                 metadata = commit_metadata(evolved, [], "ALTER_SCHEMA",
-                                           {COMPLETION_TIME_KEY: self._completion_time(table)})
+                                           {COMPLETION_TIME_KEY: self._next_time(table)})
                 try:
                     writer.complete(inflight, metadata.encode(meta.layout))
                 except Exception as e:
@@ -810,8 +810,7 @@ class Master:
         lock, heartbeats = self._sharing(table, meta)
         with lock.held():
             timeline = meta.timeline()
-            instant = new_instant_time(max(timeline.last_timestamp() or "", self._last_instant.get(table, "")) or None,
-                                       lambda: _utc(self._clock()))
+            instant = self._next_time(table, timeline.last_timestamp() or "")
             heartbeats.start(instant)
             try:
                 meta.timeline_writer().request(instant, action, plan)
@@ -819,7 +818,6 @@ class Master:
                 heartbeats.stop(instant)
                 raise
             self._wait_past(instant)
-        self._last_instant[table] = instant
         self._commits(table).begin(instant, action, owner, refs, life, leased_at, TimelineMark.of(timeline))
         return instant
 
@@ -843,14 +841,9 @@ class Master:
         lock, _ = self._sharing(table, meta)
         with self._table_lock(table), lock.held():
             timeline = meta.timeline()
-
-            def new_time(after: str) -> str:
-                latest = max(after, timeline.last_timestamp() or "", self._last_instant.get(table, ""))
-                instant = new_instant_time(latest or None, lambda: _utc(self._clock()))
-                self._last_instant[table] = instant
-                return instant
-
-            instant = compact_files_partition(meta.io, meta.base_path, timeline, new_time, max_delta_commits)
+            instant = compact_files_partition(
+                meta.io, meta.base_path, timeline,
+                lambda after: self._next_time(table, max(after, timeline.last_timestamp() or "")), max_delta_commits)
             if instant is not None:
                 self._wait_past(instant)
         return instant
@@ -985,7 +978,7 @@ class Master:
             if metadata is not None:
                 if action == LOG_WRITE:
                     metadata = settle_log_files(meta, commits, instant, metadata, refs)
-                stamp = {**self._meta(table).schema_metadata(), COMPLETION_TIME_KEY: self._completion_time(table)}
+                stamp = {**self._meta(table).schema_metadata(), COMPLETION_TIME_KEY: self._next_time(table)}
                 data = dataclasses.replace(metadata, extra_metadata={**metadata.extra_metadata, **stamp}).encode(meta.layout)
             inflight = Instant(instant, action, State.INFLIGHT)
             try:
@@ -1018,12 +1011,12 @@ class Master:
         missed = missed_by(timeline, instant, live)
         return found + ([missed] if missed else [])
 
-    def _completion_time(self, table: str) -> str:
-        """A completion time for a commit of ``table`` (under its commit lock): after every
-        instant and completion before."""
-        completed = new_instant_time(self._last_instant.get(table) or None, lambda: _utc(self._clock()))
-        self._last_instant[table] = completed
-        return completed
+    def _next_time(self, table: str, after: str = "") -> str:
+        """A new instant or completion time of ``table`` (under its commit lock), recorded:
+        after ``after`` and every instant and completion this master made before."""
+        made = new_instant_time(max(after, self._last_instant.get(table, "")) or None, lambda: _utc(self._clock()))
+        self._last_instant[table] = made
+        return made
 
     def _check_life(self, life: str | None, what: str) -> None:
         """Refuse ``what`` of a table server's ``life`` (None: not a table server's) once
