@@ -204,6 +204,14 @@ class WalConfig:
         "... but at most this many bytes of such segments per table on each table server "
         "(the oldest go first; 0 keeps none)",
     )
+    reserved_bytes: int = setting(
+        "wal.reserved-bytes",
+        64 << 20,
+        parse_size,
+        "free space a table server leaves on the WAL's file system: it refuses writes that "
+        "would take it, so that a dead server's WAL can still be fenced and recovered (and "
+        "the disk freed) when the WAL fills the disk (local disks; 0 keeps none)",
+    )
     segment_bytes: int = setting(
         "wal.segment-bytes",
         64 << 20,
@@ -222,8 +230,8 @@ class WalConfig:
         for name in ("group_window", "sync_interval", "retention"):
             if getattr(self, name) < timedelta(0):
                 raise InvalidArgumentError(f"WalConfig.{name} must not be negative")
-        if self.retention_bytes < 0:
-            raise InvalidArgumentError("WalConfig.retention_bytes must not be negative")
+        if self.retention_bytes < 0 or self.reserved_bytes < 0:
+            raise InvalidArgumentError("WalConfig.retention_bytes and reserved_bytes must not be negative")
         if self.segment_bytes <= 0 or self.segment_age <= timedelta(0):
             raise InvalidArgumentError("WalConfig.segment_bytes and segment_age must be positive")
         if self.sync_policy is SyncPolicy.INTERVAL and self.sync_interval <= timedelta(0):

@@ -150,6 +150,11 @@ class FileIO(ABC):
     def info(self, path: str) -> FileInfo:
         """Metadata of one file or directory; :class:`NotFoundError` if missing."""
 
+    def free_bytes(self, path: str) -> int | None:
+        """Bytes free to an unprivileged writer on the file system holding ``path`` (or
+        its nearest existing parent); None where the store does not say."""
+        return None
+
     @abstractmethod
     def list_dir(self, path: str) -> list[FileInfo]:
         """Direct children of a directory, sorted by name; empty if it does not exist."""

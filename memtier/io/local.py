@@ -197,6 +197,13 @@ class LocalFileIO(FileIO):
             raise NotFoundError(f"no such file: {path}") from e
         return FileInfo(path, st.st_size, os.path.isdir(_local_path(path)), st.st_mtime)
 
+    def free_bytes(self, path: str) -> int | None:
+        local = _local_path(path)
+        while not os.path.exists(local) and os.path.dirname(local) != local:
+            local = os.path.dirname(local)
+        stat = os.statvfs(local)
+        return stat.f_bavail * stat.f_frsize
+
     def list_dir(self, path: str) -> list[FileInfo]:
         local = _local_path(path)
         try:

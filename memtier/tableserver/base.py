@@ -36,6 +36,7 @@ from memtier.wal import (
     stream_directory,
 )
 from memtier.wal.fence import new_life
+from memtier.wal.reserve import SpaceReserve
 from memtier.wal.storage import WalEntry
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ class ServerBase:
         self._retention = ThreadPoolExecutor(1, thread_name_prefix="memtier-wal-retention")
         self._retention_run: Future[None] | None = None
         self._wal_config = wal_config or WalConfig()
+        self._reserve = SpaceReserve(self._wal_io, self._wal_root, self._wal_config.reserved_bytes)
         self._closed = False
         self._fenced: set[int] = set()  # transactions being resolved: their writes are refused
         self.flusher: Flusher = (
@@ -191,6 +193,7 @@ class ServerBase:
                     committer=self._committer,
                     segment_bytes=self._wal_config.segment_bytes,
                     segment_age_s=self._wal_config.segment_age.total_seconds(),
+                    reserve=self._reserve,
                 )
                 t = self._tables[table] = ServedTable(table, meta, stream, file_ids=file_ids)
             return t

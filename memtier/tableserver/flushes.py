@@ -85,8 +85,8 @@ class Flushes(ServerBase):
         every :data:`_RETENTION_SOON_S` while a stream's closed segments pass the
         retention bytes (they may be flushed by now)."""
         elapsed = now - self._last_retention
-        return elapsed >= _RETENTION_EVERY_S or elapsed >= _RETENTION_SOON_S and any(
-            s.closed_bytes() > self._wal_config.retention_bytes for s in streams
+        return elapsed >= _RETENTION_EVERY_S or elapsed >= _RETENTION_SOON_S and (
+            any(s.closed_bytes() > self._wal_config.retention_bytes for s in streams) or self._reserve.low()
         )
 
     def _sweep_wal(self) -> None:
@@ -98,7 +98,8 @@ class Flushes(ServerBase):
     def delete_expired_wals(self) -> int:
         """Delete what the WAL holds of blocks flushed into the Hudi table (never a block
         that is not): stream segments whose every block is, closed longer ago than the
-        retention period or the oldest beyond the retention bytes (:func:`retired`; this
+        retention period or the oldest beyond the retention bytes (none kept while the WAL's
+        file system runs low: :mod:`memtier.wal.reserve`) (:func:`retired`; this
         server's and those earlier or other servers' incarnations left in the table's
         stream directory); block files of older versions past the retention period; and
         temporary files crashes left (:func:`~memtier.io.sweep_temp_files`). How many
@@ -107,6 +108,9 @@ class Flushes(ServerBase):
         with self._lock:
             tables = list(self._tables.values())
         now, retention = self._clock(), self._wal_config.retention.total_seconds()
+        kept = self._wal_config.retention_bytes
+        if self._reserve.low():  # flushed segments are kept for convenience: room comes first
+            retention, kept = 0.0, 0
         for t in tables:
             wal_dir = join(self._wal_root, t.name)
             flushed = {(f.partition, f.file_id): f.block_id for f in self._master.flushed_blocks(t.name)}
@@ -125,7 +129,7 @@ class Flushes(ServerBase):
                 is_flushed=is_flushed, now=now, min_age_s=2 * self._wal_config.segment_age.total_seconds(),
             )
             deleted += t.stream.delete_flushed(
-                is_flushed, retention_s=retention, retention_bytes=self._wal_config.retention_bytes, now=now,
+                is_flushed, retention_s=retention, retention_bytes=kept, now=now,
                 others=stale,
             )
             deleted += len(delete_expired(

@@ -41,6 +41,7 @@ from memtier.errors import (
     CorruptFileError,
     InvalidArgumentError,
     NotFoundError,
+    StorageError,
 )
 from memtier.io import FileIO, join
 from memtier.jsonfile import decode
@@ -122,14 +123,22 @@ class Bounds:
 def fence(fileio: FileIO, directory: str, life: str, *, server: str, by: str) -> Bounds:
     """Fence ``life`` (of table server ``server``) in the stream ``directory``, on behalf
     of ``by``: the marker first, then the bounds (those already recorded, if another got
-    there first). Safe to repeat; returns the bounds recovery will use."""
+    there first). Safe to repeat; returns the bounds recovery will use.
+    :class:`StorageError` naming the life when the storage refuses (a full disk: the
+    table servers leave ``wal.reserved-bytes`` free for this, :mod:`memtier.wal.reserve`)."""
     marker = Bounds(life, server, by, {}, int(time.time() * 1000))
     try:
-        fileio.create_exclusive(fence_path(directory, life), marker.to_json())
-        log.warning("fenced WAL streams of %s (life %s) in %s for %s", server, life, directory, by)
-    except AlreadyExistsError:
-        pass
-    return _bound(fileio, directory, marker)
+        try:
+            fileio.create_exclusive(fence_path(directory, life), marker.to_json())
+            log.warning("fenced WAL streams of %s (life %s) in %s for %s", server, life, directory, by)
+        except AlreadyExistsError:
+            pass
+        return _bound(fileio, directory, marker)
+    except OSError as e:
+        if isinstance(e, StorageError):
+            raise
+        raise StorageError(f"cannot fence life {life} of table server {server} in {directory} ({e}): its "
+                           "buckets move to another server once the storage takes the fence") from e
 
 
 def _bound(fileio: FileIO, directory: str, marker: Bounds) -> Bounds:

@@ -59,6 +59,7 @@ from memtier.wal.format import (
     selection_record,
 )
 from memtier.wal.replay import producer_high_water
+from memtier.wal.reserve import SpaceReserve
 from memtier.wal.storage import list_logs, wal_storage
 from memtier.wal.writer import GroupCommitter, PendingAppend, WalWriter
 
@@ -232,9 +233,11 @@ class WalStream:
         segment_bytes: int = SEGMENT_BYTES,
         segment_age_s: float = SEGMENT_AGE_S,
         life: str | None = None,
+        reserve: SpaceReserve | None = None,
     ) -> None:
         """``owner`` names the table server, ``life`` its current life (its segments are
-        fenced by it: :mod:`memtier.wal.fence`; a new one by default)."""
+        fenced by it: :mod:`memtier.wal.fence`; a new one by default); ``reserve``: the
+        free space its writes leave on the file system (:mod:`memtier.wal.reserve`)."""
         self._fileio = fileio
         self.directory = directory
         self._table = table
@@ -249,6 +252,7 @@ class WalStream:
         self._current: _Segment | None = None
         self._segments: list[_Segment] = []  # not deleted yet, oldest first
         self._closed = False
+        self._reserve = reserve
 
     def append(
         self,
@@ -276,7 +280,12 @@ class WalStream:
         durable. Frames that are selections take rows of ``rows`` (the write's batch,
         :func:`~memtier.wal.format.frame_payload`), written once before them. The caller
         serializes the appends of each block (the stream order of a block's frames is the
-        order of these calls) and must ``wait()`` for the result's pending append."""
+        order of these calls) and must ``wait()`` for the result's pending append.
+        :class:`WalWriteFailedError` when there is no room for them (a full disk, or the
+        reserve reached), nothing written."""
+        if self._reserve is not None:
+            payloads = sum(f.payload.size for f in frames if isinstance(f.payload, pa.Buffer))
+            self._reserve.check(payloads + (rows.size if rows is not None else 0), self._table)
         while True:
             segment = self._segment()
             try:

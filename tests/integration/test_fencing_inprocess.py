@@ -26,17 +26,11 @@ from tests.support.inprocess import InProcessCluster
 from tests.support.waiting import in_thread
 
 BUCKETS = 8
-TIMEOUT = 5.0  # the master's default heartbeat timeout
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
 
 
 @pytest.fixture(params=["keyed", "append-only"])
-def cluster(request: pytest.FixtureRequest, tmp_path, clock: ManualClock) -> Iterator[InProcessCluster]:
-    running = InProcessCluster(str(tmp_path / "root"), clock=clock)
+def cluster(request: pytest.FixtureRequest, tmp_path) -> Iterator[InProcessCluster]:
+    running = InProcessCluster(str(tmp_path / "root"), clock=ManualClock())
     running.add_server("ts-0")  # ts-0 holds every bucket: a write goes there whole (the
     running.master.create_table("t", SCHEMA, "id" if request.param == "keyed" else None,
                                 ordering_field="ts", buckets=BUCKETS)
@@ -48,18 +42,6 @@ def cluster(request: pytest.FixtureRequest, tmp_path, clock: ManualClock) -> Ite
 def write(client: Client, model: Acked, data: pa.Table) -> None:
     client.write("t", data)
     model.acknowledged(data)
-
-
-def take_for_dead(cluster: InProcessCluster, clock: ManualClock, server_id: str) -> None:
-    """``server_id`` stays silent past the heartbeat timeout while the others report: the
-    master moves its buckets (fencing its WAL streams first)."""
-    clock.advance(TIMEOUT + 1)
-    for other, server in cluster.servers.items():
-        if other != server_id:
-            server.heartbeat(cluster.location(other))
-    assert cluster.master.check_servers() == [server_id]
-    routing = cluster.master.describe_table("t")["routing"]
-    assert server_id not in routing.values(), routing
 
 
 class Held:
@@ -90,7 +72,7 @@ def check_everywhere(cluster: InProcessCluster, model: Acked) -> None:
 
 @pytest.mark.parametrize("point", [failpoints.BEFORE_APPEND, failpoints.BEFORE_SYNC, failpoints.BEFORE_ACK])
 def test_a_write_held_while_its_server_is_taken_for_dead_is_read_once(
-    cluster: InProcessCluster, clock: ManualClock, point: str
+    cluster: InProcessCluster, point: str
 ) -> None:
     keyed = cluster.master.describe_table("t")["record_key"] != []
     model = Acked(keyed)
@@ -102,7 +84,7 @@ def test_a_write_held_while_its_server_is_taken_for_dead_is_read_once(
     late = batch([*ids, *range(5000, 5020)], 2)  # keys 5000-5019 are never written again
     thread, outcome = in_thread(lambda: old.write("t", late))
     assert held.reached.wait(30)
-    take_for_dead(cluster, clock, "ts-0")
+    cluster.take_for_dead("ts-0")
     new = cluster.client()
     write(new, model, batch(ids, 3))  # newer versions, acknowledged by ts-1
     held.release.set()
@@ -117,7 +99,7 @@ def test_a_write_held_while_its_server_is_taken_for_dead_is_read_once(
 
 
 def test_a_flush_held_before_its_commit_is_refused_once_its_server_lost_its_buckets(
-    cluster: InProcessCluster, clock: ManualClock
+    cluster: InProcessCluster
 ) -> None:
     keyed = cluster.master.describe_table("t")["record_key"] != []
     model = Acked(keyed)
@@ -129,7 +111,7 @@ def test_a_flush_held_before_its_commit_is_refused_once_its_server_lost_its_buck
     zombie = cluster.servers["ts-0"]
     thread, outcome = in_thread(lambda: zombie.flush("t", seal=True))
     assert held.reached.wait(30)
-    take_for_dead(cluster, clock, "ts-0")
+    cluster.take_for_dead("ts-0")
     assert not list(cluster.master.meta("t").timeline().pending(None)), "the fenced flush is rolled back at once"
     held.release.set()
     thread.join(60)
@@ -143,7 +125,7 @@ def test_a_flush_held_before_its_commit_is_refused_once_its_server_lost_its_buck
 
 
 def test_the_fence_bounds_what_recovery_reads_of_the_fenced_life(
-    cluster: InProcessCluster, clock: ManualClock
+    cluster: InProcessCluster
 ) -> None:
     """Writes the fenced server appends after its fence lie beyond the recorded bounds:
     never acknowledged, never recovered (an append-only table would show them twice)."""
@@ -152,7 +134,7 @@ def test_the_fence_bounds_what_recovery_reads_of_the_fenced_life(
     old = cluster.client()
     write(old, model, batch(list(range(100)), 1))
     life = cluster.servers["ts-0"].life
-    take_for_dead(cluster, clock, "ts-0")
+    cluster.take_for_dead("ts-0")
     late = batch(list(range(500, 520)), 2)
     zombie = cluster.servers["ts-0"]
     with pytest.raises(FencedError):  # straight to the zombie, as a client with old routes does
@@ -192,11 +174,11 @@ def test_a_write_held_while_its_bucket_is_moved_away_lands_on_the_new_owner(
     check_everywhere(cluster, model)
 
 
-def test_only_a_fenced_life_is_told_to_reset(cluster: InProcessCluster, clock: ManualClock) -> None:
+def test_only_a_fenced_life_is_told_to_reset(cluster: InProcessCluster) -> None:
     """A life taken for dead hears it at its next heartbeat; a life not registered yet (a
     restart, or the one after a reset) is told to register, not to reset again."""
     old = cluster.servers["ts-0"].life
-    take_for_dead(cluster, clock, "ts-0")
+    cluster.take_for_dead("ts-0")
     assert cluster.master.heartbeat("ts-0", {}, life=old) == {"registered": False, "fenced": True}
     assert cluster.master.heartbeat("ts-0", {}, life="0123456789abcdef") == {"registered": False, "fenced": False}
     with pytest.raises(FencedError, match="was fenced"):

@@ -15,6 +15,9 @@ from memtier.io import join
 from memtier.master.master import Master
 from memtier.tableserver.server import TableServer
 
+#: The master's default heartbeat timeout.
+HEARTBEAT_TIMEOUT_S = 5.0
+
 
 @dataclass
 class InProcessCluster:
@@ -78,6 +81,21 @@ class InProcessCluster:
             if rejoin is None or server_id in rejoin:
                 server.join(self.location(server_id))
         return self.master
+
+    def take_for_dead(self, server_id: str) -> None:
+        """``server_id`` stays silent past the heartbeat timeout while the others report:
+        the master moves its buckets (fencing its WAL streams first). Needs a ``clock``
+        the test moves (:class:`~tests.support.clock.ManualClock`)."""
+        advance = getattr(self.clock, "advance", None)
+        assert advance is not None, "taking a server for dead needs a ManualClock"
+        advance(HEARTBEAT_TIMEOUT_S + 1)
+        for other, server in self.servers.items():
+            if other != server_id:
+                server.heartbeat(self.location(other))
+        assert self.master.check_servers() == [server_id]
+        for table in self.master.list_tables():
+            routing = self.master.describe_table(table)["routing"]
+            assert server_id not in routing.values(), routing
 
     def client(self) -> Client:
         return Client(self.master, lambda server_id, _location: self.servers[server_id])

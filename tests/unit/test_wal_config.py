@@ -68,7 +68,7 @@ def test_unknown_key_under_the_prefix_is_an_error() -> None:
 def test_invalid_values_are_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="retention must not be negative"):
         WalConfig(retention=timedelta(seconds=-1))
-    with pytest.raises(InvalidArgumentError, match="retention_bytes must not be negative"):
+    with pytest.raises(InvalidArgumentError, match="retention_bytes and reserved_bytes must not be negative"):
         WalConfig(retention_bytes=-1)
     assert load(WalConfig, {"wal.retention-bytes": "256MiB"}, environ={}).retention_bytes == 256 << 20
     with pytest.raises(InvalidArgumentError, match="sync_interval must be positive"):
