@@ -82,6 +82,8 @@ from bench.common import print_table
 from bench.common import report as write_report
 from bench.soak_hosts import RayHosts
 from memtier.errors import CommitFailedError, MemtierError
+from memtier.hudi.deletes import DELETE_FLAG
+from memtier.hudi.routing import bucket_ids
 
 MASTER = "memtier-master"
 TIMEOUT_S = 2.0
@@ -296,13 +298,14 @@ class Workload:
         (no key filter) at the same point, and the lookup by a new client (a new plan)."""
         at = time.monotonic() - self.started
         point = client._points.get("keyed") or {}
+        parts = _parts_of_lookup(client, point, key)  # first: the point may move meanwhile
         again = client.lookup("keyed", [key], columns=["ts"])["ts"].to_pylist()
         scan = client.read("keyed", columns=["id", "ts"])
         scanned = scan.filter(pc.equal(scan["id"], key))["ts"].to_pylist()
         fresh = self._connect().lookup("keyed", [key], columns=["ts"])["ts"].to_pylist()
         return (f"key {key}: acknowledged ts {ts}, read {found} at {at:.2f} s (point {point.get('instant')}, "
                 f"pending {point.get('pending')}; read again: {again}, scanned: {scanned}, "
-                f"by a new client: {fresh})")
+                f"by a new client: {fresh}; {parts})")
 
     def _reader(self) -> None:
         client = self._connect()
@@ -324,6 +327,31 @@ class Workload:
                     self.reads["scan"] += 1
             except MemtierError as e:
                 self.reads[f"failed: {type(e).__name__}"] += 1
+
+
+def _parts_of_lookup(client: Any, point: dict[str, Any], key: int) -> str:
+    """What a lookup of ``key`` at ``point`` finds in the table servers' memory (server
+    by bucket, file group, ts, deleted) and in the files alone (ts)."""
+    from memtier.client.reads import ReadRequest
+    from memtier.hudi.reader import read_table
+    from memtier.tableserver.tables import FILE_ID_COLUMN
+
+    try:
+        route = client._route("keyed")
+        bucket = int(bucket_ids(pa.table({"id": [key]}), ["id"], route.buckets)[0])
+        request = ReadRequest("keyed", "latest", columns=["id", "ts"], filters=[("id", "in", [key])],
+                              buckets=frozenset([bucket]))
+        tables, _ = client._memory(request, point, frozenset([bucket]))
+        memory = [(f, t, d) for table in tables for f, t, d in zip(
+            table[FILE_ID_COLUMN].to_pylist(), table["ts"].to_pylist(), table[DELETE_FLAG].to_pylist(),
+            strict=True)]
+        meta = client._meta("keyed", point)
+        files = read_table(meta, as_of=point["instant"], columns=["id", "ts"], filters=[("id", "=", key)],
+                           timeline=meta.timeline().with_pending(point.get("pending", ())))
+        owner = (point.get("routing") or {}).get(str(bucket))
+        return f"bucket {bucket} on {owner}: memory {memory}, files {files['ts'].to_pylist()}"
+    except Exception as e:  # a diagnosis: never the soak's failure
+        return f"parts not read: {e!r}"
 
 
 # == Spark ===================================================================================

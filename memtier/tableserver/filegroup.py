@@ -3,6 +3,7 @@ producer sequence seen per producer (so a retried write is dropped, not applied 
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -13,13 +14,14 @@ import pyarrow as pa
 from memtier.errors import SchemaEvolutionError
 from memtier.hudi.deletes import DELETE_FLAG, flagged_schema
 from memtier.hudi.evolution import changes
+from memtier.hudi.filenames import bucket_or_none
 from memtier.io import FileIO
 from memtier.tableserver.block import Block, Frame
 from memtier.wal import GroupCommitter, RecoveredBlock, WalHeader, WalWriter, recover
 from memtier.wal.format import check_schema
 from memtier.wal.storage import WalEntry
 
-__all__ = ["FileGroup", "FileGroupKey"]
+__all__ = ["FileGroup", "FileGroupKey", "in_write_order"]
 
 
 def _unflagged(schema: pa.Schema) -> pa.Schema:
@@ -200,3 +202,26 @@ class FileGroup:
                 keep.append(block)
         self.blocks = keep
         return freed
+
+
+def in_write_order(work: list[tuple[FileGroup, list[Block]]]) -> list[tuple[FileGroup, list[Block]]]:
+    """``work`` with the blocks of each bucket's file groups in the order they were
+    written: file groups of one bucket (a clustering replaced one while blocks of it were
+    held, here or by a server before; a bucket moved here whose blocks a server before
+    wrote to another) flush into one file group as one change, and are read as one, their
+    rows in the order of these pieces, which must be write order (a delete in commit
+    order would undo a later write otherwise), not the order this server came to hold the
+    file groups in (after a recovery from the WAL: any). Each file group's blocks keep
+    their order; a bucket's file groups interleave by when their blocks were opened."""
+    by_bucket: dict[tuple[str, int | None], list[list[tuple[FileGroup, Block]]]] = {}
+    for group, blocks in work:
+        bucket = (group.key.partition, bucket_or_none(group.key.file_id))
+        by_bucket.setdefault(bucket, []).append([(group, b) for b in blocks])
+    ordered: list[tuple[FileGroup, list[Block]]] = []
+    for runs in by_bucket.values():
+        for group, block in heapq.merge(*runs, key=lambda item: item[1].header.created_ms):
+            if ordered and ordered[-1][0] is group:
+                ordered[-1][1].append(block)
+            else:
+                ordered.append((group, [block]))
+    return ordered

@@ -4,7 +4,6 @@ and the retention of WAL segments."""
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
 import time
@@ -23,7 +22,7 @@ from memtier.hudi.tablemeta import TableMeta
 from memtier.io import join, parent, relpath, sweep_temp_files
 from memtier.tableserver.base import ServerBase
 from memtier.tableserver.block import Block
-from memtier.tableserver.filegroup import FileGroup, FileGroupKey
+from memtier.tableserver.filegroup import FileGroup, FileGroupKey, in_write_order
 from memtier.tableserver.flush import FlushGroup, FlushRows, FramePlaces, Planned, WalRows
 from memtier.tableserver.tables import ServedTable
 from memtier.wal import WalHeader, WalStream, delete_expired, stale_segments, stream_directory
@@ -187,7 +186,7 @@ class Flushes(ServerBase):
             work, more = _round(ready, self._flush_round_bytes)
             if not work:
                 return None, False
-            work = _in_write_order(work)
+            work = in_write_order(work)
             taken = sum(b.nbytes for _, blocks in work for b in blocks)
             # taken from the budget while flushing: the copies here and in the flush worker,
             # and evicted blocks read back
@@ -272,28 +271,6 @@ class Flushes(ServerBase):
                 log.exception("could not roll back flush %s of %s", instant, t.name)
             raise
         return instant, plan.file_groups
-
-
-def _in_write_order(work: list[tuple[FileGroup, list[Block]]]) -> list[tuple[FileGroup, list[Block]]]:
-    """``work`` with the blocks of each bucket's file groups in the order they were
-    written: file groups of one bucket (a clustering replaced one while blocks of it were
-    held, here or by a server before) flush into one file group as one change, their
-    rows in the order of these pieces, which must be write order (a delete in commit
-    order would undo a later write otherwise), not the order this server came to hold the
-    file groups in (after a recovery from the WAL: any). Each file group's blocks keep
-    their order; a bucket's file groups interleave by when their blocks were opened."""
-    by_bucket: dict[tuple[str, int | None], list[list[tuple[FileGroup, Block]]]] = {}
-    for group, blocks in work:
-        bucket = (group.key.partition, bucket_or_none(group.key.file_id))
-        by_bucket.setdefault(bucket, []).append([(group, b) for b in blocks])
-    ordered: list[tuple[FileGroup, list[Block]]] = []
-    for runs in by_bucket.values():
-        for group, block in heapq.merge(*runs, key=lambda item: item[1].header.created_ms):
-            if ordered and ordered[-1][0] is group:
-                ordered[-1][1].append(block)
-            else:
-                ordered.append((group, [block]))
-    return ordered
 
 
 def _round(

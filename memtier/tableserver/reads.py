@@ -19,6 +19,7 @@ from memtier.hudi.filters import Filter, pinned_values, validate
 from memtier.hudi.keyread import KeyFilter
 from memtier.tableserver.base import ServerBase
 from memtier.tableserver.block import Block, Frame, frames_of
+from memtier.tableserver.filegroup import FileGroup, FileGroupKey, in_write_order
 from memtier.tableserver.tables import FILE_ID_COLUMN, PARTITION_COLUMN, UNRESOLVED_METADATA
 
 
@@ -63,13 +64,14 @@ class Reads(ServerBase):
         unresolved = False
         batches, partitions, file_ids = [], [], []
         with t.publish:  # a flush completing now: its blocks are flushed or not, as for the plan
-            missing = [
-                (key, block)
+            held = [
+                (group, blocks)
                 for key in sorted(t.groups)
                 if wanted is None or bucket_or_none(key.file_id) in wanted
-                for block in list(t.groups[key].blocks)
-                if block.missing_from(as_of_instant, pending)
+                for group in (t.groups[key],)
+                if (blocks := [b for b in list(group.blocks) if b.missing_from(as_of_instant, pending)])
             ]
+        missing = [(key, block) for key, blocks in _as_one_per_bucket(in_write_order(held)) for block in blocks]
         meta = t.meta  # (after the blocks: each was written under it or an older schema)
         if schema_version is not None and schema_version != meta.schema_version:
             if schema_version > meta.schema_version:  # a reader that heard of a change before this server
@@ -107,6 +109,18 @@ class Reads(ServerBase):
                               "refresh the routing and read again")
         self.read_latency.add(time.perf_counter() - started)
         return data.replace_schema_metadata(UNRESOLVED_METADATA) if unresolved else data
+
+
+def _as_one_per_bucket(runs: list[tuple[FileGroup, list[Block]]]) -> list[tuple[FileGroupKey, list[Block]]]:
+    """``runs`` (in write order) each named by the file group its bucket's rows are read
+    under: the one of its file groups written last. A reader merges the rows of a file
+    group in the order given, so a bucket's rows held in several file groups (a clustering
+    replaced one, or the bucket moved here from a server that wrote to another) must
+    reach it as one, in write order: it puts them in the file group holding the bucket at
+    its read point, whichever of the names that is (a delete read before the write it
+    preceded would undo it). Blocks of file groups outside buckets keep their own."""
+    last = {(g.key.partition, bucket): g.key for g, _ in runs if (bucket := bucket_or_none(g.key.file_id)) is not None}
+    return [(last.get((g.key.partition, bucket_or_none(g.key.file_id)), g.key), blocks) for g, blocks in runs]
 
 
 def _frames_of_keys(
