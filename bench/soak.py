@@ -305,7 +305,14 @@ class Workload:
         fresh = self._connect().lookup("keyed", [key], columns=["ts"])["ts"].to_pylist()
         return (f"key {key}: acknowledged ts {ts}, read {found} at {at:.2f} s (point {point.get('instant')}, "
                 f"pending {point.get('pending')}; read again: {again}, scanned: {scanned}, "
-                f"by a new client: {fresh}; {parts})")
+                f"by a new client: {fresh}; {parts}; acknowledged: {self._history_of(key)})")
+
+    def _history_of(self, key: int) -> list[tuple[str, int, float, float]]:
+        """The key's last acknowledged writes: (what, ts, began, acknowledged), in seconds of the soak."""
+        with self.ledger.lock:
+            recent = list(self.ledger.history.get(key, []))[-8:]
+        return [(what, ts, round(began - self.started, 2), round(done - self.started, 2))
+                for what, ts, began, done in recent]
 
     def _reader(self) -> None:
         client = self._connect()

@@ -217,9 +217,16 @@ class ServerBase:
         return t
 
     def _new_group(self, t: ServedTable, key: FileGroupKey) -> FileGroup:
+        """A file group to hold blocks of ``key``, sharing the producers' sequence numbers
+        with the other file groups of its bucket held here (:class:`ProducerMarks`)."""
+        bucket = bucket_or_none(key.file_id)
+        sibling = None if bucket is None else next(
+            (g for k, g in list(t.groups.items()) if k.partition == key.partition and bucket_or_none(k.file_id) == bucket),
+            None)
         return FileGroup(
             t.name, key, t.stored_schema, self._wal_io, self._committer,
             flushed_through=t.flushed.get(key, 0), clock=self._clock,
+            marks=sibling.marks if sibling is not None else None,
         )
 
     def _refresh_schema(self, t: ServedTable) -> TableMeta:

@@ -21,7 +21,7 @@ from memtier.wal import GroupCommitter, RecoveredBlock, WalHeader, WalWriter, re
 from memtier.wal.format import check_schema
 from memtier.wal.storage import WalEntry
 
-__all__ = ["FileGroup", "FileGroupKey", "in_write_order"]
+__all__ = ["FileGroup", "FileGroupKey", "ProducerMarks", "in_write_order"]
 
 
 def _unflagged(schema: pa.Schema) -> pa.Schema:
@@ -34,6 +34,65 @@ class FileGroupKey:
 
     partition: str
     file_id: str
+
+
+class ProducerMarks:
+    """Per producer, the highest sequence number a bucket's file groups on this server
+    hold, and the frame that last raised it while its append may still fail; thread-safe.
+    Shared by the bucket's file groups (a clustering replaced one while it held blocks; a
+    bucket moved here recovers the file group the server before wrote to, which need not
+    be the one this server writes to): a retry is dropped whichever of them holds it."""
+
+    def __init__(self) -> None:
+        self.high_water: dict[bytes, int] = {}
+        self._raised: dict[bytes, tuple[Frame, int]] = {}
+        self._lock = threading.Lock()
+
+    def see(self, producer_seqs: Mapping[bytes, int]) -> None:
+        """Sequence numbers held durably (recovered from the WAL)."""
+        with self._lock:
+            for producer, seq in producer_seqs.items():
+                self.high_water[producer] = max(self.high_water.get(producer, -1), seq)
+
+    def is_duplicate(self, producer: bytes, seq: int) -> bool:
+        """Whether write ``seq`` of ``producer`` is held: durable, or queued by a write
+        still waiting for its sync (:meth:`in_flight`), not one whose append failed."""
+        with self._lock:
+            high = self.high_water.get(producer, -1)
+            raised = self._raised.get(producer)
+        if raised is not None and raised[0].failed() and high == raised[0].producer_seq:
+            high = raised[1]  # (its writer has not taken it back yet: :meth:`unsee`)
+        return seq <= high
+
+    def in_flight(self, producer: bytes) -> Frame | None:
+        """The frame of ``producer`` whose append may still fail, if any: a retry taken
+        for held is acknowledged only once that frame is durable."""
+        with self._lock:
+            raised = self._raised.get(producer)
+        return raised[0] if raised is not None and raised[0].ack is not None else None
+
+    def added(self, frame: Frame) -> int:
+        """``frame`` was queued: its producer's sequence number seen before it."""
+        with self._lock:
+            before = self.high_water.get(frame.producer_id, -1)
+            if frame.producer_seq > before:
+                self.high_water[frame.producer_id] = frame.producer_seq
+                self._raised[frame.producer_id] = (frame, before)
+            return before
+
+    def confirmed(self, frame: Frame) -> None:
+        """``frame``'s append is durable: no retry of it waits for it any more."""
+        with self._lock:
+            if self._raised.get(frame.producer_id, (None,))[0] is frame:
+                del self._raised[frame.producer_id]
+
+    def unsee(self, frame: Frame, before: int) -> None:
+        """``frame``'s append failed: its producer may send it again."""
+        with self._lock:
+            if self.high_water.get(frame.producer_id) == frame.producer_seq:
+                self.high_water[frame.producer_id] = before
+            if self._raised.get(frame.producer_id, (None,))[0] is frame:
+                del self._raised[frame.producer_id]
 
 
 class FileGroup:
@@ -50,7 +109,9 @@ class FileGroup:
         *,
         flushed_through: int = 0,
         clock: Callable[[], float] = time.time,
+        marks: ProducerMarks | None = None,
     ) -> None:
+        """``marks``: those of the bucket's other file groups here, if any (shared)."""
         self.table = table
         self.key = key
         self.schema = schema
@@ -58,10 +119,7 @@ class FileGroup:
         self._committer = committer  # seals version-1 block files left unsealed
         self._clock = clock
         self.blocks: list[Block] = []
-        self.high_water: dict[bytes, int] = {}
-        #: Per producer, the frame that last raised its high water while its append may
-        #: still fail, with the high water before it (:meth:`is_duplicate`, :meth:`in_flight`).
-        self._raised: dict[bytes, tuple[Frame, int]] = {}
+        self.marks = marks if marks is not None else ProducerMarks()
         #: Block ids go on after the last one in the Hudi table (its blocks may be gone
         #: from the WAL): a block id is never given twice in a file group.
         self.next_block_id = flushed_through + 1
@@ -83,9 +141,9 @@ class FileGroup:
             if not recovered.contents.sealed:  # its writer is gone: close the block on disk too
                 WalWriter.resume(self._fileio, recovered.contents, self._committer).seal()
             blocks[entry.name.block_id] = Block.from_block_file(self._fileio, recovered.contents)
-            self._see(recovered.producer_seqs)
+            self.marks.see(recovered.producer_seqs)
         for found in streamed:
-            self._see(found.producer_seqs)
+            self.marks.see(found.producer_seqs)
             if found.header.block_id not in blocks and found.header.block_id > flushed_through:
                 self._check(found.header, f"the WAL stream of {self.table}")
                 blocks[found.header.block_id] = Block.from_stream(
@@ -114,25 +172,13 @@ class FileGroup:
             check_schema(self.schema, flagged_schema(header.schema), f"the schema of WAL {where}",
                          "the table's schema (or an older one of it)")
 
-    def _see(self, producer_seqs: Mapping[bytes, int]) -> None:
-        for producer, seq in producer_seqs.items():
-            self.high_water[producer] = max(self.high_water.get(producer, -1), seq)
-
     # -- writing ----------------------------------------------------------------------
     def is_duplicate(self, producer: bytes, seq: int) -> bool:
-        """Whether write ``seq`` of ``producer`` is held here: durable, or queued by a
-        write still waiting for its sync (:meth:`in_flight`), not one whose append failed."""
-        high = self.high_water.get(producer, -1)
-        raised = self._raised.get(producer)
-        if raised is not None and raised[0].failed() and high == raised[0].producer_seq:
-            high = raised[1]  # (its writer has not taken it back yet: :meth:`unsee`)
-        return seq <= high
+        """Whether write ``seq`` of ``producer`` is held by the bucket (:class:`ProducerMarks`)."""
+        return self.marks.is_duplicate(producer, seq)
 
     def in_flight(self, producer: bytes) -> Frame | None:
-        """The frame of ``producer`` whose append may still fail, if any: a retry taken
-        for held is acknowledged only once that frame is durable."""
-        raised = self._raised.get(producer)
-        return raised[0] if raised is not None and raised[0].ack is not None else None
+        return self.marks.in_flight(producer)
 
     def open_block(self, generation: int) -> Block:
         """The block new frames go to (started, of ``generation``, when there is none open,
@@ -160,27 +206,17 @@ class FileGroup:
         to memory; the producer's sequence number seen before it (for :meth:`unsee`). The
         caller holds :attr:`lock` from before the frame was queued."""
         block.add(frame, nbytes)
-        before = self.high_water.get(frame.producer_id, -1)
-        if frame.producer_seq > before:
-            self.high_water[frame.producer_id] = frame.producer_seq
-            self._raised[frame.producer_id] = (frame, before)
-        return before
+        return self.marks.added(frame)
 
     def confirmed(self, frame: Frame) -> None:
         """``frame``'s append is durable: no retry of it waits for it any more."""
-        with self.lock:
-            if self._raised.get(frame.producer_id, (None,))[0] is frame:
-                del self._raised[frame.producer_id]
+        self.marks.confirmed(frame)
 
     def unsee(self, frame: Frame, before: int) -> None:
         """``frame``'s append failed (it never became durable, and reads and flushes skip
         it): its producer may send it again, which must not be dropped as a retry of what
         is held."""
-        with self.lock:
-            if self.high_water.get(frame.producer_id) == frame.producer_seq:
-                self.high_water[frame.producer_id] = before
-            if self._raised.get(frame.producer_id, (None,))[0] is frame:
-                del self._raised[frame.producer_id]
+        self.marks.unsee(frame, before)
 
     # -- lifecycle --------------------------------------------------------------------
     def unflushed(self) -> list[Block]:

@@ -186,25 +186,56 @@ def test_only_a_fenced_life_is_told_to_reset(cluster: InProcessCluster) -> None:
         cluster.master.register_server("ts-0", "inprocess://ts-0/x", 1 << 20, life=old)
 
 
+def _survivor_of_a_clustered_bucket(tmp_path, keyed: bool) -> tuple[InProcessCluster, Acked]:
+    """Two servers that both opened the table, a clustering that put every bucket in a new
+    file group, and ts-0 flushed (it writes into the new ones from now on; ts-1 does not
+    know them): returns the cluster and what it holds."""
+    cluster = InProcessCluster(str(tmp_path / "root"), clock=ManualClock())
+    cluster.add_server("ts-0")
+    cluster.add_server("ts-1")  # both open the table now: each knows its file groups
+    cluster.master.create_table("t", SCHEMA, "id" if keyed else None, ordering_field="ts", buckets=4)
+    client, model = cluster.client(), Acked(keyed)
+    ids = list(range(40))
+    write(client, model, batch(ids, 1))
+    client.flush("t")
+    cluster.run_service("t", "clustering")  # every bucket in a new file group
+    write(client, model, batch(ids, 2))
+    cluster.servers["ts-0"].flush("t", seal=True)
+    return cluster, model
+
+
+def test_a_retry_of_a_write_the_dead_server_held_is_dropped_whichever_file_group_holds_it(tmp_path) -> None:
+    """A write ts-0 applied but did not acknowledge (it was taken for dead first) is sent
+    again to ts-1, which recovered it under the file group ts-0 wrote to and writes the
+    bucket under the one it knew: the retry is dropped, not appended a second time (after
+    a delete of its keys, read in write order, it would bring them back)."""
+    cluster, model = _survivor_of_a_clustered_bucket(tmp_path, keyed=True)
+    try:
+        routing = cluster.master.describe_table("t")["routing"]
+        ids = [i for i in range(100, 200) if routing[str(int(bucket_ids(pa.table({"id": [i]}), ["id"], 4)[0]))] == "ts-0"]
+        late, producer = batch(ids, 3), b"p" * 16
+        assert cluster.servers["ts-0"].write("t", late, producer_id=producer, producer_seq=1).rows == len(ids)
+        model.acknowledged(late)
+        cluster.take_for_dead("ts-0")
+        retry = cluster.servers["ts-1"].write("t", late, producer_id=producer, producer_seq=1)
+        assert (retry.rows, retry.duplicate_rows) == (0, len(ids)), retry
+        groups = {k.file_id for k in cluster.servers["ts-1"]._tables["t"].groups}
+        assert len(groups) > 4, f"the new owner holds one file group a bucket: {groups}"
+        check_everywhere(cluster, model)
+    finally:
+        cluster.close()
+
+
 def test_a_moved_bucket_held_under_two_file_groups_is_read_in_write_order(tmp_path) -> None:
     """The new owner of a bucket holds the rows it recovered under the file group the
     dead server wrote to (the one a clustering made) and writes its own under the one it
     knew (the replaced one): a read takes them as one, in write order, so a key deleted
     on the dead server and written again on the new owner reads as written (the soak's
     lookups found such keys deleted, or at an older version)."""
-    cluster = InProcessCluster(str(tmp_path / "root"), clock=ManualClock())
+    cluster, model = _survivor_of_a_clustered_bucket(tmp_path, keyed=True)
     try:
-        cluster.add_server("ts-0")
-        cluster.add_server("ts-1")  # both open the table now: each knows its file groups
-        cluster.master.create_table("t", SCHEMA, "id", ordering_field="ts", buckets=4)
         routing = cluster.master.describe_table("t")["routing"]
-        client, model = cluster.client(), Acked(True)
-        ids = list(range(40))
-        write(client, model, batch(ids, 1))
-        client.flush("t")
-        cluster.run_service("t", "clustering")  # every bucket in a new file group
-        write(client, model, batch(ids, 2))
-        cluster.servers["ts-0"].flush("t", seal=True)  # ts-0 writes into the new ones from now on
+        client, ids = cluster.client(), list(range(40))
         moved = [i for i in ids if routing[str(int(bucket_ids(pa.table({"id": [i]}), ["id"], 4)[0]))] == "ts-0"]
         client.delete("t", {"id": moved})  # held by ts-0, under the new file groups
         model.rows = +Counter({row: n for row, n in model.rows.items() if row[0] not in moved})
