@@ -324,10 +324,15 @@ class Workload:
             try:
                 for key, ts in recent:
                     found = client.lookup("keyed", [key], columns=["ts"])["ts"].to_pylist()
+                    ended = time.monotonic()
                     self.reads["lookup"] += 1
-                    with self.ledger.lock:  # a delete in flight may or may not have been applied
-                        now, deleting = self.ledger.keyed.get(key), key in self._deleting
-                    if (not found and now is not None and not deleting) or (found and found[0] < ts):
+                    # absent is right once a later delete began before the lookup ended (in
+                    # flight, or acknowledged since: even if the key was written again after it)
+                    with self.ledger.lock:
+                        deleted = key in self._deleting or any(
+                            what == "delete" and later > ts and began <= ended
+                            for what, later, began, _ in self.ledger.history.get(key, ()))
+                    if (not found and not deleted) or (found and found[0] < ts):
                         self.stale_reads.append(self._stale(client, key, ts, found))
                 if n % 40 == 0:
                     client.read("keyed", mode="committed" if n % 80 == 0 else "latest", columns=["id"])
