@@ -323,22 +323,36 @@ class Workload:
                 recent, self._recent = self._recent[-5:], []
             try:
                 for key, ts in recent:
+                    began = time.monotonic()
                     found = client.lookup("keyed", [key], columns=["ts"])["ts"].to_pylist()
                     ended = time.monotonic()
                     self.reads["lookup"] += 1
-                    # absent is right once a later delete began before the lookup ended (in
-                    # flight, or acknowledged since: even if the key was written again after it)
                     with self.ledger.lock:
-                        deleted = key in self._deleting or any(
-                            what == "delete" and later > ts and began <= ended
-                            for what, later, began, _ in self.ledger.history.get(key, ()))
-                    if (not found and not deleted) or (found and found[0] < ts):
+                        history, deleting = list(self.ledger.history.get(key, ())), key in self._deleting
+                    if stale_lookup(found, history, began, ended, deleting):
                         self.stale_reads.append(self._stale(client, key, ts, found))
                 if n % 40 == 0:
                     client.read("keyed", mode="committed" if n % 80 == 0 else "latest", columns=["id"])
                     self.reads["scan"] += 1
             except MemtierError as e:
                 self.reads[f"failed: {type(e).__name__}"] += 1
+
+
+def stale_lookup(found: list[int], history: list[tuple[str, int, float, float]], began: float, ended: float,
+                 deleting: bool) -> bool:
+    """Whether a lookup run from ``began`` to ``ended`` that ``found`` these ordering values
+    missed an acknowledged write of its key, whose acknowledged writes are ``history``
+    ((what, ts, began, acknowledged), in acknowledgement order; ``deleting``: a delete of
+    it is in flight). It may show the last write acknowledged before it began, or any
+    write that began before it ended."""
+    done = [h for h in history if h[3] <= began]
+    if not done:
+        return False
+    what, ts = done[-1][0], done[-1][1]
+    if not found:
+        return what != "delete" and not deleting and not any(
+            w == "delete" and t > ts and b <= ended for w, t, b, _ in history)
+    return found[0] < ts or (what == "delete" and found[0] == ts)
 
 
 def _parts_of_lookup(client: Any, point: dict[str, Any], key: int) -> str:
