@@ -1,13 +1,9 @@
-"""The ``memtier`` command: usage errors, ``status`` with nothing to talk to, and the demo
-end to end (in its own process, as a user runs it)."""
+"""The ``memtier`` command: usage errors, ``status`` with nothing to talk to. (The demo end
+to end, as a user runs it: tests/integration/test_demo_script.py.)"""
 
 from __future__ import annotations
 
-import re
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -66,24 +62,3 @@ def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert all(command in out for command in ("start", "status", "demo"))
-
-
-@pytest.mark.slow
-@pytest.mark.ray
-def test_demo_runs_end_to_end_and_hudi_rs_reads_the_same_rows(tmp_path: Path) -> None:
-    pytest.importorskip("ray")
-    pytest.importorskip("hudi")
-    data = tmp_path / "demo-data"
-    done = subprocess.run(
-        [sys.executable, "-m", "memtier.cli", "demo", "--seconds", "2", "--path", str(data)],
-        capture_output=True, text=True, timeout=300,
-    )
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output
-    served = re.search(r"memtier read\(latest\) after the flush: ([\d,]+) rows", done.stdout)
-    counts = re.search(r"row counts: memtier ([\d,]+), hudi-rs ([\d,]+): match", done.stdout)
-    assert served and counts, output
-    assert served.group(1) == counts.group(1) == counts.group(2) != "0"
-    assert "every row (id, ts, name, value, city): identical" in done.stdout
-    assert (data / "tables" / "demo" / ".hoodie" / "hoodie.properties").exists()
-    assert "\r" not in done.stdout  # not a terminal: plain lines

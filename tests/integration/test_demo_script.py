@@ -45,11 +45,18 @@ def _installed(clone: Path, package: str) -> bool:
     return any(clone.glob(f".venv/lib/python3*/site-packages/{package}/__init__.py"))
 
 
-def test_the_demo_sets_up_only_what_it_uses_and_ends_with_hudi_rs_reading_the_same_rows(clone: Path) -> None:
-    out = _run_demo(clone, "--seconds", "2")
+def test_the_demo_sets_up_only_what_it_uses_and_ends_with_hudi_rs_reading_the_same_rows(
+    clone: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "demo-data"
+    out = _run_demo(clone, "--seconds", "2", "--path", str(data))
+    served = re.search(r"memtier read\(latest\) after the flush: ([\d,]+) rows", out)
     counts = re.search(r"row counts: memtier ([\d,]+), hudi-rs ([\d,]+): match", out)
-    assert counts and counts.group(1) == counts.group(2) != "0", out
+    assert served and counts, out
+    assert served.group(1) == counts.group(1) == counts.group(2) != "0", out
     assert "every row (id, ts, name, value, city): identical" in out
+    assert (data / "tables" / "demo" / ".hoodie" / "hoodie.properties").exists()  # kept under --path
+    assert "\r" not in out  # not a terminal: plain lines
     assert _installed(clone, "ray") and _installed(clone, "hudi")
     assert not _installed(clone, "pyspark"), "the demo's set-up installed PySpark, which only --spark uses"
     assert not (clone / ".cache").exists(), "the demo's set-up fetched test servers"
