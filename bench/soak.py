@@ -3,7 +3,7 @@ then a checker that verifies every acknowledged write.
 
     .venv/bin/python -m bench.soak [--seconds 1200] [--fault-every 6] [--seed 1]
         [--kinds kill-ts,kill-master,...] [--dir DIR] [--rate 10] [--no-spark] [--no-hudi-spark]
-        [--file-every 2] [--backfill-every 20]
+        [--file-every 2] [--backfill-every 20] [--until-each-kind]
 
 The cluster: two table servers, a heartbeat timeout of 2 s, and its WAL on a small tmpfs
 of its own (mounted here when run as root; without it the disk-full fault is left out).
@@ -36,6 +36,9 @@ committed), and hudi-rs and Apache Hudi on Spark once the table services settle,
 every acknowledged row once with its latest value, every acknowledged delete holding,
 nothing more; and ``streamed`` must hold exactly the query's deduplicated input (Spark
 replays micro-batches at least once; the table merges them by key).
+
+With ``--until-each-kind`` the run ends sooner than ``--seconds`` once every fault kind
+has struck and a write begun after the last fault was acknowledged (CI's short run).
 
 Faults, one at a time, every ``--fault-every`` seconds, each kind once before any repeats:
 ``kill-ts`` / ``kill-master`` / ``kill-flush-worker`` / ``kill-pool`` (SIGKILL; Ray starts
@@ -579,6 +582,9 @@ class Injector:
             print(f"[fault] {fault.at - self.started:7.2f} s  {kind}  {fault.target}  held {fault.held_s:.2f} s",
                   flush=True)
 
+    def each_kind_struck(self) -> bool:
+        return {f.kind for f in self.faults} >= set(self.kinds)
+
     def strike(self, kind: str) -> Fault:
         servers = sorted(self.cluster.table_servers)
         server = self.rng.choice(servers)
@@ -740,6 +746,15 @@ def _flushed(client: Any, name: str) -> None:
             time.sleep(1.0)
 
 
+def _each_kind_recovered(injector: Injector, ledger: Ledger) -> bool:
+    """Every fault kind struck, and a write begun after the last fault ended acknowledged."""
+    if not injector.each_kind_struck():
+        return False
+    last = injector.faults[-1]
+    with ledger.lock:
+        return any(began >= last.at + last.held_s for began, _ in reversed(ledger.acks))
+
+
 def recovery(faults: list[Fault], acks: list[tuple[float, float]]) -> dict[str, list[float]]:
     """Per fault kind: seconds from each fault to the first acknowledgement of a write that
     began after it."""
@@ -822,11 +837,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             services = threading.Thread(target=_ask_for_services, args=(cluster, args.seconds, args.cluster_every),
                                         daemon=True)
             services.start()
+            printed = started
             while time.monotonic() - started < args.seconds:
-                time.sleep(min(10.0, args.seconds))
-                print(f"[soak] {time.monotonic() - started:6.0f} s  faults {len(injector.faults)}  "
-                      f"acknowledged writes {len(ledger.acks)}  refused attempts {sum(ledger.failures.values())}",
-                      flush=True)
+                if args.until_each_kind and _each_kind_recovered(injector, ledger):
+                    print(f"[soak] {time.monotonic() - started:6.0f} s  every fault kind struck, and writes "
+                          "were acknowledged after the last", flush=True)
+                    break
+                time.sleep(min(1.0, args.seconds))
+                if time.monotonic() - printed >= 10.0:
+                    printed = time.monotonic()
+                    print(f"[soak] {printed - started:6.0f} s  faults {len(injector.faults)}  acknowledged "
+                          f"writes {len(ledger.acks)}  refused attempts {sum(ledger.failures.values())}", flush=True)
             injector.stop()
             ended = time.monotonic()
             workload.stop()
@@ -950,6 +971,9 @@ def _terminated(signum: int, _frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=1200.0)
+    parser.add_argument("--until-each-kind", action="store_true",
+                        help="end once every fault kind struck and a write after the last was acknowledged "
+                             "(--seconds at most)")
     parser.add_argument("--fault-every", type=float, default=6.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--kinds", default=",".join(KINDS))

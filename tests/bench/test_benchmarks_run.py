@@ -62,13 +62,15 @@ RUNS = {
                     "--buckets", "2", "--rounds", "1"],
     "hdfs_ingest": ["-m", "bench.hdfs_ingest", "--batches", "3", "--rows-per-batch", "1000",
                     "--buckets", "1,2", "--rounds", "1"],
-    # every fault kind at least once, and the checker's verdict: exit 1 on any row lost or doubled
+    # every fault kind at least once (the run ends once each struck and writes were acknowledged
+    # after the last, ~70-80 s; 240 s at most), and the checker's verdict: exit 1 on any row
+    # lost or doubled
     # (the server's own WAL retention: with --wal-retention-bytes 0 two runs lost acknowledged
     # writes, issue 29, two causes fixed since, not yet proven the only ones; and lookups that
     # now and then miss an acknowledged write, an open defect, are reported, not failed on
     # here: docs/limits.md)
-    "soak": ["-m", "bench.soak", "--seconds", "100", "--fault-every", "4", "--backfill-every", "15",
-             "--wal-retention-bytes", "default", "--allow-stale-reads"],
+    "soak": ["-m", "bench.soak", "--seconds", "240", "--until-each-kind", "--fault-every", "4",
+             "--backfill-every", "15", "--wal-retention-bytes", "default", "--allow-stale-reads"],
     "ingest-memory": ["-m", "bench.ingest", "--memory-only", "--batches", "4", "--rows-per-batch",
                       "1000", "--threads", "2", "--budget", "1MB", "--budget-factor", "2",
                       "--drain-seconds", "30"],
