@@ -877,6 +877,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         times.update(recovery(spark_faults, [(t, t) for t in spark.commits]))
     report = {
         "seconds": args.seconds,
+        "ran_s": round(ended - started, 1),  # less than seconds when --until-each-kind ended it
         "kinds": kinds,
         "faults": dict(Counter(f.kind for f in injector.faults)),
         "recovery_s": {k: {"p50": percentile(v, 0.5), "p99": percentile(v, 0.99), "max": max(v)}
