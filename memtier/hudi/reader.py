@@ -292,15 +292,13 @@ def _current_groups(
     extra: Mapping[tuple[str, str], Sequence[LogEntry]], view: FileSystemView
 ) -> dict[tuple[str, str], list[LogEntry]]:
     """``extra`` keyed by the file groups that hold those rows now: rows a table server
-    holds for a file group a clustering replaced belong to its bucket's new file group
-    (after that group's own extra rows from before: they were written first)."""
+    holds for a file group a clustering replaced belong to its bucket's new file group. A
+    table server sends each bucket's rows under one file group, in write order, however
+    many it holds them in (``memtier.tableserver.reads``), so no two keys of ``extra``
+    name one file group and their relative order is never decided here."""
     moved: dict[tuple[str, str], list[LogEntry]] = {}
     for (partition, file_id), entries in extra.items():
-        current = (partition, view.current_group(partition, file_id))
-        if current == (partition, file_id):
-            moved.setdefault(current, []).extend(entries)
-        else:
-            moved[current] = [*entries, *moved.get(current, [])]
+        moved.setdefault((partition, view.current_group(partition, file_id)), []).extend(entries)
     return moved
 
 
